@@ -1,0 +1,63 @@
+//! Build script: compiles the TorchScript shim against libtorch, generates the ONNX protobuf
+//! types, and records where the bootstrapped ONNX Runtime library lives.
+//!
+//! libtorch is located by torch-sys (LIBTORCH, or LIBTORCH_USE_PYTORCH=1); it hands us the
+//! library folder through `DEP_TCH_LIBTORCH_LIB`, from which the headers and the rpath
+//! follow, so the shim is always compiled against exactly the libtorch tch links.
+
+use std::path::{Path, PathBuf};
+
+fn main() {
+    build_shim();
+    generate_onnx_types();
+    record_default_ort_library();
+}
+
+fn build_shim() {
+    let lib_dir = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB")
+            .expect("torch-sys did not report libtorch's library folder"),
+    );
+    let root = lib_dir.parent().expect("libtorch lib folder has a parent");
+    let include = root.join("include");
+    println!("cargo:rerun-if-changed=src/torch/shim.cpp");
+    cc::Build::new()
+        .cpp(true)
+        .file("src/torch/shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        // The PyPI wheel is built with the new C++11 ABI.
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .define("GLOG_USE_GLOG_EXPORT", None)
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("align_check_shim");
+    // The binary and the tests find libtorch without LD_LIBRARY_PATH.
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+}
+
+fn generate_onnx_types() {
+    let proto = "src/onnx/proto/onnx.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let files = protox::compile([proto], ["src/onnx/proto"]).expect("onnx.proto parses");
+    prost_build::Config::new()
+        .compile_fds(files)
+        .expect("prost generates the ONNX types");
+}
+
+/// The ONNX Runtime shared library of the bootstrapped Python environment, if there is one,
+/// becomes the run-time default so users of that environment set nothing.
+fn record_default_ort_library() {
+    println!("cargo:rerun-if-changed=.venv");
+    let candidate = Path::new(".venv/libonnxruntime.so");
+    if let Ok(real) = std::fs::canonicalize(candidate) {
+        println!(
+            "cargo:rustc-env=ALIGN_CHECK_DEFAULT_ORT_LIB={}",
+            real.display()
+        );
+    } else {
+        println!("cargo:rustc-env=ALIGN_CHECK_DEFAULT_ORT_LIB=");
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs the pinned environment if missing
+# (reusing the machine-wide cache), regenerates fixtures only if they are missing, then runs
+# every Rust test against the real libtorch and ONNX Runtime.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+bash scripts/bootstrap.sh >/dev/null
+if [ ! -f tests/fixtures/manifest.json ]; then
+    .venv/bin/python scripts/make_fixtures.py
+fi
+cargo test "$@"

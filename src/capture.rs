@@ -1,0 +1,131 @@
+//! What one side's instrumented run produced: every captured value in execution order.
+//!
+//! Both runners (TorchScript through the C++ shim, ONNX through ort) fill the same types, so
+//! pairing, statistics and reports are written once and tested on synthetic captures. A value
+//! carries the structural facts pairing needs (op, module scope, call index, producers) and
+//! the data itself; values that exist but cannot be captured (inside an `if` or loop body of a
+//! scripted model) are listed with a reason instead of being dropped silently.
+
+use crate::tensor::{DType, HostTensor};
+use serde::Serialize;
+
+/// Which runtime a capture came from. TorchScript is always the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Torch,
+    Onnx,
+}
+
+impl Side {
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::Torch => "TorchScript",
+            Side::Onnx => "ONNX",
+        }
+    }
+}
+
+/// The role a value plays in its graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueRole {
+    /// Graph input number `n` (user inputs only; weights are not values).
+    Input(usize),
+    /// Produced by a node inside the graph.
+    Intermediate,
+    /// Graph output number `n` (also produced by a node).
+    Output(usize),
+}
+
+/// One module level of a scope, outermost first: `layer1` of class `Sequential`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScopeLevel {
+    /// Full dotted path of this module from the root, e.g. `layer1.0.conv1`.
+    pub path: String,
+    /// Python class name where the format records it (`Conv2d`), else empty.
+    pub class: String,
+}
+
+/// A captured value and everything known about where it came from.
+#[derive(Debug, Clone)]
+pub struct CapturedValue {
+    /// Position in execution order on its side.
+    pub id: usize,
+    /// Side-local value name (TorchScript debug name like `input.3`, ONNX tensor name).
+    pub name: String,
+    /// Producing op: `aten::_convolution`, `Conv`; `input` for graph inputs.
+    pub op: String,
+    /// ONNX node name (`/layer1/layer1.0/conv1/Conv`); empty on the TorchScript side.
+    pub node: String,
+    /// Module scope of the producing node, outermost first; empty for top-level ops.
+    pub scope: Vec<ScopeLevel>,
+    /// Python source location (`model.py:42`) where the format records it.
+    pub source: Option<String>,
+    pub role: ValueRole,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Ids of the captured values this one was computed from (direct producers only).
+    pub inputs: Vec<usize>,
+    /// The data; `None` only when a memory budget dropped it after statistics were taken.
+    pub tensor: Option<HostTensor>,
+}
+
+impl CapturedValue {
+    /// Dotted module path of the innermost scope, `""` at top level.
+    pub fn module_path(&self) -> &str {
+        self.scope.last().map(|s| s.path.as_str()).unwrap_or("")
+    }
+
+    /// Class of the innermost module, `""` at top level or when unknown.
+    pub fn module_class(&self) -> &str {
+        self.scope.last().map(|s| s.class.as_str()).unwrap_or("")
+    }
+}
+
+/// A value the graph computes but that the instrumented run cannot return.
+#[derive(Debug, Clone, Serialize)]
+pub struct Uncapturable {
+    pub name: String,
+    pub op: String,
+    pub module: String,
+    pub reason: String,
+}
+
+/// One side's whole instrumented run.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    pub side: Side,
+    pub values: Vec<CapturedValue>,
+    pub uncapturable: Vec<Uncapturable>,
+}
+
+impl Capture {
+    /// Graph inputs in positional order.
+    pub fn inputs(&self) -> Vec<&CapturedValue> {
+        let mut v: Vec<_> = self
+            .values
+            .iter()
+            .filter(|v| matches!(v.role, ValueRole::Input(_)))
+            .collect();
+        v.sort_by_key(|v| match v.role {
+            ValueRole::Input(n) => n,
+            _ => usize::MAX,
+        });
+        v
+    }
+
+    /// Graph outputs in positional order.
+    pub fn outputs(&self) -> Vec<&CapturedValue> {
+        let mut v: Vec<_> = self
+            .values
+            .iter()
+            .filter(|v| matches!(v.role, ValueRole::Output(_)))
+            .collect();
+        v.sort_by_key(|v| match v.role {
+            ValueRole::Output(n) => n,
+            _ => usize::MAX,
+        });
+        v
+    }
+}

@@ -1,0 +1,183 @@
+//! The command line as the user typed it: clap definitions, parsing and validation only.
+//!
+//! Nothing here runs a model. `config.rs` turns these raw arguments into the resolved
+//! configuration a run uses, so that a future config file and the command line feed the
+//! same structure.
+
+use crate::inputs::{parse_shape, split_assignment};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Find where ONNX Runtime first departs from PyTorch, layer by layer.";
+
+const LONG_ABOUT: &str = "\
+Find where ONNX Runtime first departs from PyTorch, layer by layer.
+
+align-check runs a TorchScript model (the reference) and the ONNX model exported from the \
+same network on identical inputs, captures every intermediate tensor on both sides, pairs them \
+layer by layer (through BatchNorm fusion, decomposed ops and renamed nodes), and reports the \
+first layer where the two disagree, by how much, and whether it passes the tolerance.
+
+No change to the model is needed. Inputs are seeded random tensors shaped by the ONNX \
+signature unless you give .npy/.npz files.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  align-check model.pt model.onnx
+  align-check model.pt model.onnx --shape images=1x3x640x640 --json report.json
+  align-check model.pt model.onnx --inputs sample.npz --tolerance 'head.*=1e-3'
+  align-check inspect model.onnx
+
+Exit codes:
+  0  every gated check passed
+  1  a gate failed: a layer or output beyond tolerance, or coverage under --min-coverage
+  2  align-check could not do its job (bad arguments, unreadable or mismatched models, I/O)";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "align-check",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub check: CheckArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every value align-check can capture from one model (.pt or .onnx): execution
+    /// index, module path and class, op, dtype, shape and, for TorchScript, the source line.
+    /// Run this first when pairing surprises you.
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// TorchScript model (torch.jit.trace or torch.jit.script, saved with torch.jit.save)
+    #[arg(value_name = "MODEL_PT", required = true)]
+    pub model_pt: Option<PathBuf>,
+
+    /// ONNX model exported from the same network (legacy or dynamo exporter)
+    #[arg(value_name = "MODEL_ONNX", required = true)]
+    pub model_onnx: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub inputs: InputArgs,
+
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+
+    /// Absolute tolerance for every layer, replacing the dtype default. Scales with the
+    /// tensor's magnitude once its largest |value| exceeds 1 (see README, Tolerances)
+    #[arg(long, value_name = "ATOL", help_heading = "Tolerances")]
+    pub atol: Option<f64>,
+
+    /// Relative tolerance for every layer, replacing the dtype default
+    #[arg(long, value_name = "RTOL", help_heading = "Tolerances")]
+    pub rtol: Option<f64>,
+
+    /// Per-layer tolerance: GLOB=ATOL[,RTOL], matched against the module path (layer4.*) or
+    /// the ONNX node name (/head/*). Repeatable; the first match wins
+    #[arg(long = "tolerance", value_name = "GLOB=ATOL[,RTOL]", help_heading = "Tolerances")]
+    pub tolerances: Vec<String>,
+
+    /// Fail (exit 1) when fewer than this share of TorchScript layers were compared
+    #[arg(long, value_name = "RATIO", default_value_t = 0.9, help_heading = "Gate")]
+    pub min_coverage: f64,
+
+    /// Report, but always exit 0 when the check ran (exit 2 still means it could not run)
+    #[arg(long, help_heading = "Gate")]
+    pub exit_zero: bool,
+
+    /// Write the JSON report to PATH ('-' for stdout)
+    #[arg(long, value_name = "PATH", help_heading = "Reports")]
+    pub json: Option<PathBuf>,
+
+    /// Show every layer in the terminal table, not only those around the first divergence
+    /// and the worst ones
+    #[arg(long, help_heading = "Reports")]
+    pub all: bool,
+
+    /// How many of the worst layers the terminal table shows besides the first divergence
+    #[arg(long, value_name = "N", default_value_t = 10, help_heading = "Reports")]
+    pub worst: usize,
+
+    /// Print timings of each stage and pairing details
+    #[arg(short, long, help_heading = "Reports")]
+    pub verbose: bool,
+
+    /// Print nothing on the terminal but errors (reports are still written)
+    #[arg(short, long, help_heading = "Reports")]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// Seed for the random inputs
+    #[arg(long, default_value_t = 0, help_heading = "Inputs")]
+    pub seed: u64,
+
+    /// Take input NAME from a .npy file. Repeatable
+    #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = split_assignment, help_heading = "Inputs")]
+    pub input_files: Vec<(String, String)>,
+
+    /// Take inputs from the arrays of an .npz archive, matched by input name
+    #[arg(long = "inputs", value_name = "FILE.npz", help_heading = "Inputs")]
+    pub inputs_archive: Option<PathBuf>,
+
+    /// Concrete shape for input NAME, resolving its dynamic dimensions (1x3x224x224).
+    /// Repeatable
+    #[arg(long = "shape", value_name = "NAME=SHAPE", value_parser = parse_shape_arg, help_heading = "Inputs")]
+    pub shapes: Vec<(String, Vec<usize>)>,
+}
+
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    /// Threads for each runtime (libtorch intra-op and ONNX Runtime intra-op); 0 = all cores
+    #[arg(long, default_value_t = 0, help_heading = "Runtimes")]
+    pub threads: usize,
+
+    /// ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default: ORT_DYLIB_PATH,
+    /// else the library of the environment scripts/bootstrap.sh installed
+    #[arg(long, value_name = "LIB", env = "ORT_DYLIB_PATH", help_heading = "Runtimes")]
+    pub ort_lib: Option<PathBuf>,
+
+    /// ONNX Runtime custom-op library to register (for ops from non-standard domains)
+    #[arg(long, value_name = "LIB", help_heading = "Runtimes")]
+    pub ort_custom_ops: Option<PathBuf>,
+
+    /// TorchScript operator library to load before the model (for ops registered with
+    /// TORCH_LIBRARY in a C++ extension)
+    #[arg(long, value_name = "LIB", help_heading = "Runtimes")]
+    pub torch_ops: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A TorchScript (.pt) or ONNX (.onnx) model
+    pub model: PathBuf,
+
+    #[command(flatten)]
+    pub inputs: InputArgs,
+
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+
+    /// For a .pt model: the ONNX model whose signature shapes the inputs (otherwise give
+    /// --shape for each input; float32 is assumed)
+    #[arg(long, value_name = "MODEL_ONNX")]
+    pub onnx: Option<PathBuf>,
+}
+
+fn parse_shape_arg(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, shape) = split_assignment(s)?;
+    Ok((name, parse_shape(&shape)?))
+}

@@ -1,0 +1,181 @@
+//! `align-check inspect MODEL`: every value the tool can capture from one model, so a user
+//! whose pairing surprises them can see what each side offers.
+//!
+//! An ONNX model is run on inputs from its own signature. A TorchScript model has no
+//! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx`, `--shape` or
+//! input files; without any of them the static structure is listed with unknown shapes.
+
+use crate::capture::{Capture, CapturedValue, ValueRole};
+use crate::cli::InspectArgs;
+use crate::config::{input_request, runtime_config};
+use crate::inputs::{npy, resolve, InputRequest};
+use crate::onnx;
+use crate::onnx::signature::{Dim, InputSpec};
+use crate::report::module_label;
+use crate::sniff::{sniff, FileKind};
+use crate::tensor::{format_shape, DType};
+use crate::torch::TorchModel;
+use anyhow::{anyhow, Result};
+use std::fmt::Write;
+use std::io::Read;
+use std::process::ExitCode;
+
+fn file_kind(path: &std::path::Path) -> Result<FileKind> {
+    let mut head = [0u8; 8];
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| anyhow!("{}: cannot open it: {e}", path.display()))?;
+    let n = f
+        .read(&mut head)
+        .map_err(|e| anyhow!("{}: cannot read it: {e}", path.display()))?;
+    Ok(sniff(&head[..n]))
+}
+
+pub fn run(args: &InspectArgs) -> Result<ExitCode> {
+    let rt = runtime_config(&args.runtime);
+    let request = input_request(&args.inputs);
+    let text = match file_kind(&args.model)? {
+        FileKind::Zip => {
+            crate::runtimes::init(&rt, args.onnx.is_some())?;
+            let model = TorchModel::load(&args.model)?;
+            let specs = match &args.onnx {
+                Some(onnx_path) => {
+                    let m = onnx::model::load(onnx_path)?;
+                    Some(onnx::signature::inputs(&m)?)
+                }
+                None => torch_specs(&model, &request)?,
+            };
+            match specs {
+                Some(specs) => {
+                    let inputs = resolve(&specs, &request)?;
+                    let tensors: Vec<_> = inputs.into_iter().map(|i| i.tensor).collect();
+                    render(&model.capture(&tensors)?, true)
+                }
+                None => render_static(&model),
+            }
+        }
+        _ => {
+            crate::runtimes::init(&rt, true)?;
+            let model = onnx::model::load(&args.model)?;
+            let specs = onnx::signature::inputs(&model)?;
+            let inputs = resolve(&specs, &request)?;
+            let named: Vec<_> = inputs.into_iter().map(|i| (i.name, i.tensor)).collect();
+            let cap = onnx::capture::capture(&model, &named, rt.threads, rt.ort_custom_ops.as_deref())?;
+            render(&cap, false)
+        }
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Input specs for a TorchScript model without an ONNX twin: each forward input takes its
+/// dtype and shape from its file when one is given, else float32 with its `--shape`.
+/// `None` when some input has neither (the listing is then static).
+fn torch_specs(model: &TorchModel, request: &InputRequest) -> Result<Option<Vec<InputSpec>>> {
+    let archive = match &request.archive {
+        Some(path) => npy::read_npz(path)?,
+        None => Vec::new(),
+    };
+    let mut specs = Vec::new();
+    for input in model.inputs() {
+        let from_file = match request.files.iter().find(|(n, _)| n == &input.name) {
+            Some((_, path)) => Some(npy::read_npy(path)?),
+            None => archive
+                .iter()
+                .find(|(n, _)| n == &input.name)
+                .map(|(_, t)| t.clone()),
+        };
+        let (dtype, shape) = match (from_file, request.shapes.iter().find(|(n, _)| n == &input.name)) {
+            (Some(t), _) => (t.dtype(), t.shape.clone()),
+            (None, Some((_, s))) => (DType::F32, s.clone()),
+            (None, None) => return Ok(None),
+        };
+        specs.push(InputSpec {
+            name: input.name.clone(),
+            dtype,
+            dims: shape.into_iter().map(Dim::Fixed).collect(),
+        });
+    }
+    Ok(Some(specs))
+}
+
+fn role_label(v: &CapturedValue) -> String {
+    match v.role {
+        ValueRole::Input(n) => format!("input {n}"),
+        ValueRole::Output(n) => format!("output {n}"),
+        ValueRole::Intermediate => String::new(),
+    }
+}
+
+fn render(cap: &Capture, torch: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} values captured from the {} model{}",
+        cap.values.len(),
+        cap.side.label(),
+        if cap.uncapturable.is_empty() {
+            String::new()
+        } else {
+            format!(", {} not capturable", cap.uncapturable.len())
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<32} {:<16} {:<26} {:<9} {:<16} {}",
+        "index", "module", "class", "op", "dtype", "shape",
+        if torch { "source" } else { "node" }
+    );
+    for v in &cap.values {
+        let where_ = if torch {
+            v.source.clone().unwrap_or_default()
+        } else {
+            v.node.clone()
+        };
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<32} {:<16} {:<26} {:<9} {:<16} {} {}",
+            v.id,
+            module_label(v.module_path()),
+            v.module_class(),
+            v.op,
+            v.dtype.name(),
+            format_shape(&v.shape),
+            where_,
+            role_label(v)
+        );
+    }
+    for u in &cap.uncapturable {
+        let _ = writeln!(
+            out,
+            "    -  {:<32} {:<16} {:<26} not capturable: {}",
+            module_label(&u.module),
+            "",
+            u.op,
+            u.reason
+        );
+    }
+    out
+}
+
+fn render_static(model: &TorchModel) -> String {
+    let mut out = String::new();
+    let names: Vec<&str> = model.inputs().iter().map(|i| i.name.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "shapes unknown: give --shape NAME=1x3x224x224 for each input ({}) or --onnx MODEL.onnx to run the model",
+        names.join(", ")
+    );
+    let _ = writeln!(out, "{:>5}  {:<32} {:<16} {:<26} {}", "index", "module", "class", "op", "source");
+    for (i, v) in model.static_values().iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<32} {:<16} {:<26} {}",
+            i,
+            module_label(v.scope.last().map(|l| l.path.as_str()).unwrap_or("")),
+            v.scope.last().map(|l| l.class.as_str()).unwrap_or(""),
+            v.op,
+            v.source.clone().unwrap_or_default()
+        );
+    }
+    out
+}

@@ -1,0 +1,34 @@
+//! Entry point: parse the command line, run, and map the result to an exit code.
+//!
+//! Every error is printed as one line with its whole context and exits 2; gate failures are
+//! not errors and exit 1 from inside the check. A panic is never an answer: one that slips
+//! through is caught here and reported as an internal error, also with exit 2.
+
+use align_check::cli::{Cli, Command};
+use align_check::config::CheckConfig;
+use clap::Parser;
+use std::process::ExitCode;
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match &cli.command {
+        Some(Command::Inspect(args)) => align_check::inspect::run(args),
+        None => align_check::check::run(&CheckConfig::from_args(&cli.check)?),
+    }
+}
+
+fn main() -> ExitCode {
+    // Keep panics to one line: a stack trace is not a message for the user.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("align-check: internal error: {info}");
+    }));
+    match std::panic::catch_unwind(run) {
+        Ok(Ok(code)) => code,
+        Ok(Err(err)) => {
+            let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+            eprintln!("align-check: error: {}", chain.join(": "));
+            ExitCode::from(2)
+        }
+        Err(_) => ExitCode::from(2),
+    }
+}

@@ -1,0 +1,184 @@
+//! Conversion between `HostTensor` and ort values, for every element type the tool knows.
+//!
+//! Types that Rust and ort share (f32, i64, bool, ...) go through ort's typed tensors. ort's
+//! `half` feature is not enabled in this build, so float16 and bfloat16 tensors are created
+//! as type-erased tensors of the right ONNX element type and filled (and read) as raw bytes;
+//! `half::f16`/`bf16` have exactly ONNX's bit layout, so no value changes. Everything a run
+//! returns that is not a CPU tensor of a supported type is an error here, which the capture
+//! turns into an "uncapturable" entry with this message as the reason.
+
+use crate::tensor::{HostTensor, TensorData};
+use anyhow::{anyhow, bail, Result};
+use half::{bf16, f16};
+use ort::memory::Allocator;
+use ort::value::{DynTensor, DynTensorValueType, DynValue, Tensor, TensorElementType, ValueType};
+
+/// An ort tensor holding a copy of `t`.
+pub fn to_ort(t: &HostTensor) -> Result<DynValue> {
+    let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+    let err = |e: ort::Error| anyhow!("cannot create a {} tensor for ONNX Runtime: {e}", t.dtype());
+    Ok(match &t.data {
+        TensorData::F32(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::F64(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::I8(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::I16(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::I32(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::I64(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::U8(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::Bool(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
+        TensorData::F16(v) => raw_tensor(TensorElementType::Float16, shape, v).map_err(err)?,
+        TensorData::Bf16(v) => raw_tensor(TensorElementType::Bfloat16, shape, v).map_err(err)?,
+    })
+}
+
+/// Marker for the 16-bit float types copied as bytes: plain data, no padding, any bit
+/// pattern valid.
+trait Pod16: Copy {}
+impl Pod16 for f16 {}
+impl Pod16 for bf16 {}
+
+/// A CPU tensor of element type `ty` filled with the bytes of `values`.
+fn raw_tensor<T: Pod16>(ty: TensorElementType, shape: Vec<i64>, values: &[T]) -> ort::Result<DynValue> {
+    let mut tensor = DynTensor::new(&Allocator::default(), ty, shape)?;
+    if !values.is_empty() {
+        let dst = tensor.data_ptr_mut().cast::<T>();
+        // SAFETY: the tensor was allocated on the CPU for exactly `values.len()` elements of
+        // a 2-byte type, and `T` is a 2-byte plain-data type (`Pod16`).
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), dst, values.len()) };
+    }
+    Ok(tensor.into_dyn())
+}
+
+/// A host copy of an ort value. Errors for sequences, maps, optionals, tensors outside CPU
+/// memory and element types the tool does not support.
+pub fn from_ort(v: &DynValue) -> Result<HostTensor> {
+    let (ty, shape) = match v.dtype() {
+        ValueType::Tensor { ty, shape, .. } => (*ty, shape),
+        ValueType::Sequence(_) => bail!("a sequence value, not a tensor"),
+        ValueType::Map { .. } => bail!("a map value, not a tensor"),
+        ValueType::Optional(_) => bail!("an optional value, not a tensor"),
+    };
+    let dims: Vec<usize> = shape
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| anyhow!("tensor with negative dimension {d}")))
+        .collect::<Result<_>>()?;
+    let typed = |what: ort::Error| anyhow!("cannot read a {ty} tensor: {what}");
+    let data = match ty {
+        TensorElementType::Float32 => TensorData::F32(v.try_extract_tensor::<f32>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Float64 => TensorData::F64(v.try_extract_tensor::<f64>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Int8 => TensorData::I8(v.try_extract_tensor::<i8>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Int16 => TensorData::I16(v.try_extract_tensor::<i16>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Int32 => TensorData::I32(v.try_extract_tensor::<i32>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Int64 => TensorData::I64(v.try_extract_tensor::<i64>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Uint8 => TensorData::U8(v.try_extract_tensor::<u8>().map_err(typed)?.1.to_vec()),
+        // Read as bytes: a byte other than 0 or 1 must not become an invalid Rust `bool`.
+        TensorElementType::Bool => TensorData::Bool(raw_elements::<u8>(v, dims.iter().product())?.into_iter().map(|b| b != 0).collect()),
+        TensorElementType::Float16 => TensorData::F16(raw_elements::<u16>(v, dims.iter().product())?.into_iter().map(f16::from_bits).collect()),
+        TensorElementType::Bfloat16 => TensorData::Bf16(raw_elements::<u16>(v, dims.iter().product())?.into_iter().map(bf16::from_bits).collect()),
+        other => bail!("element type {other} is not supported by align-check"),
+    };
+    if data.len() != dims.iter().product::<usize>() {
+        bail!("tensor data has {} elements for shape {:?}", data.len(), dims);
+    }
+    Ok(HostTensor::new(dims, data))
+}
+
+/// Integer types whose every bit pattern is valid, read straight from a tensor's buffer.
+trait RawElement: Copy {}
+impl RawElement for u8 {}
+impl RawElement for u16 {}
+
+/// The first `n` elements of a CPU tensor's buffer, reinterpreted as `T`.
+fn raw_elements<T: RawElement>(v: &DynValue, n: usize) -> Result<Vec<T>> {
+    let tensor = v
+        .view()
+        .downcast::<DynTensorValueType>()
+        .map_err(|e| anyhow!("not a tensor: {e}"))?;
+    if !tensor.memory_info().is_cpu_accessible() {
+        bail!("tensor is not in CPU memory");
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let expected = n * std::mem::size_of::<T>();
+    if let Some(size) = tensor.size() {
+        if size < expected {
+            bail!("tensor buffer holds {size} bytes, {expected} expected");
+        }
+    }
+    let ptr = tensor.data_ptr().cast::<T>();
+    if ptr.is_null() {
+        bail!("tensor has no data buffer");
+    }
+    // SAFETY: the buffer is CPU memory of at least `n` elements of the tensor's element
+    // type, whose size is that of `T` (1 byte for bool/uint8, 2 for float16/bfloat16), and
+    // every bit pattern is a valid `T`. ONNX Runtime aligns tensor buffers generously.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ort_ready() -> bool {
+        crate::onnx::runtime::init(None, 1).is_ok()
+    }
+
+    fn round_trip(t: HostTensor) {
+        let v = to_ort(&t).unwrap();
+        let back = from_ort(&v).unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn every_dtype_round_trips_bit_for_bit() {
+        if !ort_ready() {
+            eprintln!("skipped: ONNX Runtime library not available");
+            return;
+        }
+        let shape = vec![2, 2];
+        round_trip(HostTensor::new(shape.clone(), TensorData::F32(vec![1.5, -0.0, f32::NAN, f32::INFINITY])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::F64(vec![1e-300, -2.0, 3.0, 4.0])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::I8(vec![-128, 0, 1, 127])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::I16(vec![-32768, 0, 1, 32767])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::I32(vec![i32::MIN, 0, 1, i32::MAX])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::I64(vec![i64::MIN, 0, 1, i64::MAX])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::U8(vec![0, 1, 254, 255])));
+        round_trip(HostTensor::new(shape.clone(), TensorData::Bool(vec![true, false, false, true])));
+        let h: Vec<f16> = [1.0f32, -2.5, 65504.0, 6e-8].iter().map(|&x| f16::from_f32(x)).collect();
+        round_trip(HostTensor::new(shape.clone(), TensorData::F16(h)));
+        let b: Vec<bf16> = [1.0f32, -2.5, 3e38, 1e-38].iter().map(|&x| bf16::from_f32(x)).collect();
+        round_trip(HostTensor::new(shape, TensorData::Bf16(b)));
+        // Scalars and empty tensors.
+        round_trip(HostTensor::new(vec![], TensorData::F32(vec![7.0])));
+        round_trip(HostTensor::new(vec![0, 3], TensorData::F16(vec![])));
+        round_trip(HostTensor::new(vec![2, 0], TensorData::Bool(vec![])));
+    }
+
+    #[test]
+    fn the_ort_value_has_the_onnx_element_type() {
+        if !ort_ready() {
+            return;
+        }
+        let v = to_ort(&HostTensor::new(vec![1], TensorData::Bf16(vec![bf16::ONE]))).unwrap();
+        assert!(matches!(v.dtype(), ValueType::Tensor { ty: TensorElementType::Bfloat16, .. }));
+        let v = to_ort(&HostTensor::new(vec![3], TensorData::F16(vec![f16::ONE; 3]))).unwrap();
+        match v.dtype() {
+            ValueType::Tensor { ty, shape, .. } => {
+                assert_eq!(*ty, TensorElementType::Float16);
+                assert_eq!(&shape[..], &[3]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unsupported_element_types_are_errors() {
+        if !ort_ready() {
+            return;
+        }
+        let v = Tensor::from_array((vec![2i64], vec![1u32, 2])).unwrap().into_dyn();
+        let e = from_ort(&v).unwrap_err().to_string();
+        assert!(e.contains("not supported"), "{e}");
+    }
+}

@@ -1,0 +1,381 @@
+//! "Expose everything": a model transform that makes every node output a graph output
+//! (Polygraphy's MARK_ALL), plus the description of each exposed value that capture needs.
+//!
+//! It is a pure function on the protobuf, kept apart from the runner so that it can be tested
+//! on hand-built graphs. Extra outputs are added as a `ValueInfoProto` carrying only the
+//! name: ONNX Runtime 1.31 infers their types, while half-filled types are rejected. The
+//! original outputs keep their positions, so the instrumented model answers the same
+//! questions as the original plus more. Values computed inside control-flow bodies (If, Loop,
+//! Scan subgraphs) cannot be outputs of the main graph; they are listed as uncapturable.
+
+use super::proto;
+use super::scope::{node_scope, node_source};
+use crate::capture::{ScopeLevel, Uncapturable};
+use anyhow::{bail, Result};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+/// One node output that the instrumented model returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExposedValue {
+    /// Tensor name in the graph.
+    pub name: String,
+    /// Index of the producing node in `graph.node` of the original (and the exposed) model.
+    pub node_index: usize,
+    /// Which output of the producing node this is.
+    pub output_index: usize,
+    pub node_name: String,
+    /// `Conv`; ops of other domains as `domain::Op` (`com.microsoft::FusedConv`).
+    pub op_type: String,
+    pub scope: Vec<ScopeLevel>,
+    /// Python `file:line` from the dynamo exporter's stack trace, where present.
+    pub source: Option<String>,
+    /// The producing node's non-empty inputs, in order (weights and constants included).
+    pub input_names: Vec<String>,
+}
+
+/// The instrumented model and what it exposes.
+#[derive(Debug, Clone)]
+pub struct Exposed {
+    /// A copy of the model whose graph outputs are the original ones followed by every other
+    /// node output.
+    pub model: proto::ModelProto,
+    /// Every named node output of the main graph in execution (topological) order, the
+    /// original graph outputs included.
+    pub values: Vec<ExposedValue>,
+    /// Values computed inside subgraphs, which cannot be exposed.
+    pub uncapturable: Vec<Uncapturable>,
+}
+
+/// Builds the instrumented copy of `model`. Errors when the model has no graph or its nodes
+/// form a cycle.
+pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
+    let Some(graph) = model.graph.as_ref() else {
+        bail!("the ONNX model has no graph");
+    };
+    let order = topological_order(graph)?;
+
+    let mut values = Vec::new();
+    let mut uncapturable = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for &i in &order {
+        let node = &graph.node[i];
+        let scope = node_scope(node);
+        let source = node_source(node);
+        let input_names: Vec<String> = node
+            .input
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect();
+        for (k, out) in node.output.iter().enumerate() {
+            // An empty name is an optional output the node does not produce.
+            if out.is_empty() || !seen.insert(out.as_str()) {
+                continue;
+            }
+            values.push(ExposedValue {
+                name: out.clone(),
+                node_index: i,
+                output_index: k,
+                node_name: node.name().to_string(),
+                op_type: op_name(node),
+                scope: scope.clone(),
+                source: source.clone(),
+                input_names: input_names.clone(),
+            });
+        }
+        for (attr, sub) in subgraphs(node) {
+            list_subgraph_values(node, attr, sub, &mut uncapturable);
+        }
+    }
+
+    let mut exposed_model = model.clone();
+    let g = exposed_model.graph.as_mut().expect("checked above");
+    let already: HashSet<String> = g.output.iter().map(|o| o.name().to_string()).collect();
+    for v in &values {
+        if !already.contains(&v.name) {
+            g.output.push(proto::ValueInfoProto {
+                name: Some(v.name.clone()),
+                ..Default::default()
+            });
+        }
+    }
+    Ok(Exposed {
+        model: exposed_model,
+        values,
+        uncapturable,
+    })
+}
+
+/// `Conv` for the default domain, `domain::Op` otherwise, so a custom op is never mistaken
+/// for the standard op of the same name.
+pub fn op_name(node: &proto::NodeProto) -> String {
+    match node.domain() {
+        "" | "ai.onnx" => node.op_type().to_string(),
+        d => format!("{d}::{}", node.op_type()),
+    }
+}
+
+/// Node indices of `graph` in an execution order: the stored order when it is already
+/// topological (the ONNX spec requires it), else a stable topological sort. Values used
+/// inside a node's subgraphs count as that node's inputs.
+pub fn topological_order(graph: &proto::GraphProto) -> Result<Vec<usize>> {
+    let n = graph.node.len();
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            producer.entry(out.as_str()).or_insert(i);
+        }
+    }
+    let deps: Vec<Vec<usize>> = graph
+        .node
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let mut names: Vec<&str> = node.input.iter().map(String::as_str).collect();
+            for (_, sub) in subgraphs(node) {
+                collect_used_names(sub, &mut names);
+            }
+            let mut d: Vec<usize> = names
+                .into_iter()
+                .filter_map(|name| producer.get(name).copied())
+                .filter(|&j| j != i)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+
+    if deps.iter().enumerate().all(|(i, d)| d.iter().all(|&j| j < i)) {
+        return Ok((0..n).collect());
+    }
+
+    // Kahn's algorithm, always taking the lowest stored index that is ready, so the result
+    // stays as close to the stored order as the dependencies allow.
+    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &j in d {
+            users[j].push(i);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| pending[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &u in &users[i] {
+            pending[u] -= 1;
+            if pending[u] == 0 {
+                ready.push(Reverse(u));
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck = (0..n).find(|&i| pending[i] > 0).unwrap_or(0);
+        let node = &graph.node[stuck];
+        bail!(
+            "the ONNX graph has a cycle: node `{}` ({}) depends on its own output",
+            node.name(),
+            op_name(node)
+        );
+    }
+    Ok(order)
+}
+
+/// The subgraph attributes of a node (`then_branch`, `else_branch`, `body`, ...).
+fn subgraphs(node: &proto::NodeProto) -> impl Iterator<Item = (&str, &proto::GraphProto)> {
+    node.attribute.iter().flat_map(|a| {
+        a.g.iter()
+            .chain(a.graphs.iter())
+            .map(move |g| (a.name(), g))
+    })
+}
+
+/// Every input name used by nodes of `graph` and its nested subgraphs.
+fn collect_used_names<'a>(graph: &'a proto::GraphProto, names: &mut Vec<&'a str>) {
+    for node in &graph.node {
+        names.extend(node.input.iter().map(String::as_str));
+        for (_, sub) in subgraphs(node) {
+            collect_used_names(sub, names);
+        }
+    }
+}
+
+/// Lists the named node outputs inside `sub` (recursively) as uncapturable.
+fn list_subgraph_values(
+    owner: &proto::NodeProto,
+    attr: &str,
+    sub: &proto::GraphProto,
+    out: &mut Vec<Uncapturable>,
+) {
+    for node in &sub.node {
+        let module = node_scope(node)
+            .last()
+            .map(|l| l.path.clone())
+            .unwrap_or_default();
+        for name in node.output.iter().filter(|o| !o.is_empty()) {
+            out.push(Uncapturable {
+                name: name.clone(),
+                op: op_name(node),
+                module: module.clone(),
+                reason: format!(
+                    "computed inside the `{attr}` subgraph of {} node `{}`; values inside \
+                     control-flow bodies cannot be graph outputs",
+                    op_name(owner),
+                    owner.name()
+                ),
+            });
+        }
+        for (inner_attr, inner) in subgraphs(node) {
+            list_subgraph_values(node, inner_attr, inner, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
+        proto::NodeProto {
+            name: Some(name.into()),
+            op_type: Some(op.into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn vi(name: &str) -> proto::ValueInfoProto {
+        proto::ValueInfoProto {
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    fn model(nodes: Vec<proto::NodeProto>, outputs: &[&str]) -> proto::ModelProto {
+        proto::ModelProto {
+            graph: Some(proto::GraphProto {
+                node: nodes,
+                input: vec![vi("x")],
+                initializer: vec![proto::TensorProto {
+                    name: Some("w".into()),
+                    ..Default::default()
+                }],
+                output: outputs.iter().map(|o| vi(o)).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn output_names(m: &proto::ModelProto) -> Vec<&str> {
+        m.graph.as_ref().unwrap().output.iter().map(|o| o.name()).collect()
+    }
+
+    #[test]
+    fn every_node_output_becomes_a_graph_output_once() {
+        let m = model(
+            vec![
+                node("/conv1/Conv", "Conv", &["x", "w"], &["a"]),
+                node("/relu/Relu", "Relu", &["a"], &["b"]),
+                node("/Split", "Split", &["b"], &["c", "", "d"]),
+                node("/Add", "Add", &["c", "d"], &["y"]),
+            ],
+            &["y"],
+        );
+        let e = expose_all(&m).unwrap();
+        // The original output keeps position 0; the rest follow in node order.
+        assert_eq!(output_names(&e.model), ["y", "a", "b", "c", "d"]);
+        let added = &e.model.graph.as_ref().unwrap().output[1];
+        assert!(added.r#type.is_none(), "extra outputs carry only a name");
+        let names: Vec<_> = e.values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "y"]);
+        let d = &e.values[3];
+        assert_eq!((d.node_index, d.output_index), (2, 2));
+        assert_eq!(d.node_name, "/Split");
+        assert_eq!(e.values[0].input_names, ["x", "w"]);
+        assert_eq!(e.values[0].scope[0].path, "conv1");
+        assert!(e.uncapturable.is_empty());
+        // The input model is untouched.
+        assert_eq!(output_names(&m), ["y"]);
+    }
+
+    #[test]
+    fn custom_domains_prefix_the_op() {
+        let mut n = node("n", "MyAdd", &["x", "x"], &["y"]);
+        n.domain = Some("custom.ops".into());
+        let e = expose_all(&model(vec![n], &["y"])).unwrap();
+        assert_eq!(e.values[0].op_type, "custom.ops::MyAdd");
+        let mut n = node("n", "Relu", &["x"], &["y"]);
+        n.domain = Some("ai.onnx".into());
+        assert_eq!(op_name(&n), "Relu");
+    }
+
+    #[test]
+    fn unsorted_graphs_are_sorted_stably() {
+        let m = model(
+            vec![
+                node("second", "Relu", &["a"], &["b"]),
+                node("other", "Neg", &["x"], &["z"]),
+                node("first", "Abs", &["x"], &["a"]),
+            ],
+            &["b", "z"],
+        );
+        let order = topological_order(m.graph.as_ref().unwrap()).unwrap();
+        assert_eq!(order, [1, 2, 0]);
+        let e = expose_all(&m).unwrap();
+        let names: Vec<_> = e.values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["z", "a", "b"]);
+        assert_eq!(e.values[1].node_index, 2);
+        assert_eq!(output_names(&e.model), ["b", "z", "a"]);
+    }
+
+    #[test]
+    fn cycles_are_an_error() {
+        let m = model(
+            vec![
+                node("p", "Add", &["x", "q_out"], &["p_out"]),
+                node("q", "Relu", &["p_out"], &["q_out"]),
+            ],
+            &["q_out"],
+        );
+        let e = expose_all(&m).unwrap_err().to_string();
+        assert!(e.contains("cycle") && e.contains("`p`"), "{e}");
+    }
+
+    #[test]
+    fn subgraph_values_are_uncapturable_and_count_as_dependencies() {
+        let then_branch = proto::GraphProto {
+            node: vec![node("/blk/inner/Relu", "Relu", &["a"], &["t"])],
+            output: vec![vi("t")],
+            ..Default::default()
+        };
+        let mut if_node = node("/If", "If", &["cond"], &["out"]);
+        if_node.attribute.push(proto::AttributeProto {
+            name: Some("then_branch".into()),
+            g: Some(then_branch),
+            ..Default::default()
+        });
+        // The If node uses `a` only inside its body, and is stored before `a`'s producer.
+        let m = model(
+            vec![if_node, node("/Abs", "Abs", &["x"], &["a"]), node("/c", "Cast", &["x"], &["cond"])],
+            &["out"],
+        );
+        let e = expose_all(&m).unwrap();
+        let names: Vec<_> = e.values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a", "cond", "out"]);
+        assert_eq!(e.uncapturable.len(), 1);
+        let u = &e.uncapturable[0];
+        assert_eq!((u.name.as_str(), u.op.as_str(), u.module.as_str()), ("t", "Relu", "blk.inner"));
+        assert!(u.reason.contains("then_branch") && u.reason.contains("`/If`"), "{}", u.reason);
+        assert!(!output_names(&e.model).contains(&"t"));
+    }
+
+    #[test]
+    fn a_model_without_graph_is_an_error() {
+        assert!(expose_all(&proto::ModelProto::default()).is_err());
+    }
+}

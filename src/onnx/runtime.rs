@@ -1,0 +1,268 @@
+//! The ONNX Runtime process environment and sessions built the way a comparison needs them.
+//!
+//! ort is built with `load-dynamic`: the shared library is found at run time, in this order:
+//! `--ort-lib`, `ORT_DYLIB_PATH`, then the library of the bootstrapped Python environment
+//! recorded by build.rs. ONNX Runtime allows one environment per process, so it is created
+//! once and kept for the life of the process. Sessions run with graph optimisation disabled
+//! so that no intermediate value is fused away, are built from memory (the instrumented
+//! model never touches disk), and turn ONNX Runtime's "unknown op" failures into a message
+//! that says what to pass.
+
+use super::expose::op_name;
+use super::model::{one_line, OnnxModel};
+use anyhow::{anyhow, bail, Result};
+use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The environment and the library it was loaded from; set once per process.
+static ENV: OnceLock<(Environment, PathBuf)> = OnceLock::new();
+/// Serialises the first initialisation (loading a library twice is not allowed).
+static INIT: Mutex<()> = Mutex::new(());
+
+/// ORT session option naming the folder external-data paths are relative to when the model
+/// is loaded from memory.
+const EXTERNAL_DATA_FOLDER_KEY: &str = "session.model_external_initializers_file_folder_path";
+
+/// What to tell a user whose ONNX Runtime cannot be found.
+const NOT_FOUND_HINT: &str = "pass --ort-lib /path/to/libonnxruntime.so.1.31.x, set ORT_DYLIB_PATH, or run scripts/bootstrap.sh";
+
+/// Loads ONNX Runtime and creates the process environment. Idempotent: later calls return
+/// `Ok` and keep the first library, whatever they ask for.
+///
+/// `threads` is accepted so that callers configure the runtime in one place; thread pools
+/// are per session here (see [`session`]), so the environment itself creates none.
+pub fn init(lib: Option<&Path>, threads: usize) -> Result<()> {
+    let _ = threads;
+    if ENV.get().is_some() {
+        return Ok(());
+    }
+    let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if ENV.get().is_some() {
+        return Ok(());
+    }
+    let path = resolve_library(lib)?;
+    let builder = ort::init_from(&path).map_err(|e| {
+        anyhow!(
+            "cannot load ONNX Runtime from {}: {} (align-check needs ONNX Runtime 1.31)",
+            path.display(),
+            one_line(&e.to_string())
+        )
+    })?;
+    let env = builder
+        .with_name("align-check")
+        .with_telemetry(false)
+        .build()
+        .map_err(|e| {
+            anyhow!(
+                "cannot start ONNX Runtime from {}: {}",
+                path.display(),
+                one_line(&e.to_string())
+            )
+        })?;
+    let _ = ENV.set((env, path));
+    Ok(())
+}
+
+/// The library the environment was loaded from, once [`init`] has succeeded.
+pub fn loaded_library() -> Option<&'static Path> {
+    ENV.get().map(|(_, p)| p.as_path())
+}
+
+/// The library to load: explicit path, `ORT_DYLIB_PATH`, then the compile-time default.
+fn resolve_library(lib: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = lib {
+        if !p.is_file() {
+            bail!(
+                "ONNX Runtime library {} (from --ort-lib) does not exist",
+                p.display()
+            );
+        }
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!(
+                "ONNX Runtime library {} (from ORT_DYLIB_PATH) does not exist",
+                p.display()
+            );
+        }
+        return Ok(p);
+    }
+    let default = env!("ALIGN_CHECK_DEFAULT_ORT_LIB");
+    if !default.is_empty() && Path::new(default).is_file() {
+        return Ok(PathBuf::from(default));
+    }
+    bail!("ONNX Runtime library not found: {NOT_FOUND_HINT}")
+}
+
+/// A session over `bytes` (the serialised form of `model`, possibly instrumented), with
+/// optimisation disabled, `threads` intra-op threads (0: ONNX Runtime's default), one
+/// inter-op thread, and the custom-op library if given. Initialises the runtime with its
+/// defaults when [`init`] has not been called.
+pub fn session(
+    model: &OnnxModel,
+    bytes: &[u8],
+    threads: usize,
+    custom_ops_lib: Option<&Path>,
+) -> Result<Session> {
+    init(None, threads)?;
+    let (env, _) = ENV.get().expect("initialised above");
+    let shown = model.path.display();
+    let opt = |e: ort::Error<_>| anyhow!("ONNX Runtime session options for {shown}: {e}");
+
+    let mut builder = Session::builder(env)
+        .map_err(|e| anyhow!("ONNX Runtime session for {shown}: {e}"))?
+        .with_optimization_level(GraphOptimizationLevel::Disable)
+        .map_err(opt)?
+        .with_intra_threads(threads)
+        .map_err(opt)?
+        .with_inter_threads(1)
+        .map_err(opt)?;
+    if let Some(dir) = &model.external_data_dir {
+        builder = builder
+            .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, dir.to_string_lossy())
+            .map_err(opt)?;
+    }
+    if let Some(lib) = custom_ops_lib {
+        builder = builder.with_operator_library(lib).map_err(|e| {
+            anyhow!(
+                "cannot load the custom-op library {}: {}",
+                lib.display(),
+                one_line(&e.to_string())
+            )
+        })?;
+    }
+    builder
+        .commit_from_memory(bytes)
+        .map_err(|e| anyhow!(explain_session_error(model, &e.to_string(), custom_ops_lib)))
+}
+
+/// ONNX Runtime's session-creation failure, rephrased when it is about an op it does not
+/// know (a custom op without its library is the usual cause).
+pub fn explain_session_error(model: &OnnxModel, ort_message: &str, custom_ops_lib: Option<&Path>) -> String {
+    let msg = one_line(ort_message);
+    let shown = model.path.display();
+    let unknown_op = [
+        "is not a registered function/op",
+        "No opset import for domain",
+        "No Op registered for",
+        "Could not find an implementation for",
+    ]
+    .iter()
+    .any(|p| msg.contains(p));
+    if !unknown_op {
+        return format!("ONNX Runtime cannot load {shown}: {msg}");
+    }
+    let op = op_from_message(&msg)
+        .or_else(|| custom_ops(model).into_iter().next())
+        .unwrap_or_else(|| "an op".to_string());
+    let hint = match custom_ops_lib {
+        None => "if it is a custom op, pass --ort-custom-ops LIB with the library that implements it".to_string(),
+        Some(lib) => format!(
+            "the custom-op library {} does not provide it; pass the library that does with --ort-custom-ops LIB",
+            lib.display()
+        ),
+    };
+    format!("ONNX Runtime has no implementation of op `{op}` used by {shown}: {hint} (ONNX Runtime said: {msg})")
+}
+
+/// Finds the op a message is about, written `domain::Op` (or `Op` for the default domain).
+fn op_from_message(msg: &str) -> Option<String> {
+    // "Fatal error: custom.ops:MyAdd(-1) is not a registered function/op"
+    if let Some(before) = msg.split(" is not a registered function/op").next().filter(|b| b.len() < msg.len()) {
+        let token = before.rsplit(' ').next()?;
+        let token = token.split('(').next()?;
+        return Some(match token.rsplit_once(':') {
+            Some((d, op)) if !d.is_empty() => format!("{d}::{op}"),
+            Some((_, op)) => op.to_string(),
+            None => token.to_string(),
+        });
+    }
+    // "Could not find an implementation for MyOp(1) node with name 'n'"
+    // "No Op registered for MyOp with domain_version of 17"
+    for prefix in ["Could not find an implementation for ", "No Op registered for "] {
+        if let Some((_, rest)) = msg.split_once(prefix) {
+            let op: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.' || *c == ':')
+                .collect();
+            if !op.is_empty() {
+                return Some(op);
+            }
+        }
+    }
+    None
+}
+
+/// Ops of the model outside the domains ONNX Runtime implements itself.
+pub fn custom_ops(model: &OnnxModel) -> Vec<String> {
+    const BUILTIN: [&str; 6] = [
+        "",
+        "ai.onnx",
+        "ai.onnx.ml",
+        "com.microsoft",
+        "com.microsoft.nchwc",
+        "ai.onnx.preview.training",
+    ];
+    let mut ops: Vec<String> = model
+        .graph()
+        .node
+        .iter()
+        .filter(|n| !BUILTIN.contains(&n.domain()))
+        .map(op_name)
+        .collect();
+    ops.dedup();
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::proto;
+
+    fn model_with_custom_op() -> OnnxModel {
+        let node = proto::NodeProto {
+            name: Some("n".into()),
+            op_type: Some("MyAdd".into()),
+            domain: Some("custom.ops".into()),
+            ..Default::default()
+        };
+        OnnxModel::from_proto(
+            "dir/m.onnx",
+            proto::ModelProto {
+                graph: Some(proto::GraphProto {
+                    node: vec![node],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn unknown_op_messages_name_the_op_and_the_flag() {
+        let m = model_with_custom_op();
+        let e = explain_session_error(
+            &m,
+            "Load model from memory failed:Fatal error: custom.ops:MyAdd(-1) is not a registered function/op",
+            None,
+        );
+        assert!(e.contains("`custom.ops::MyAdd`") && e.contains("--ort-custom-ops LIB"), "{e}");
+        assert!(e.contains("dir/m.onnx"), "{e}");
+        let e = explain_session_error(&m, "This is an invalid model.\nError: No opset import for domain 'custom.ops'", None);
+        assert!(e.contains("`custom.ops::MyAdd`") && !e.contains('\n'), "{e}");
+        let e = explain_session_error(&m, "Could not find an implementation for Foo(13) node with name 'x'", None);
+        assert!(e.contains("`Foo`"), "{e}");
+        let e = explain_session_error(&m, "something else\nentirely", None);
+        assert_eq!(e, "ONNX Runtime cannot load dir/m.onnx: something else entirely");
+    }
+
+    #[test]
+    fn custom_ops_are_listed() {
+        assert_eq!(custom_ops(&model_with_custom_op()), ["custom.ops::MyAdd"]);
+    }
+}

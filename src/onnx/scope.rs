@@ -1,0 +1,269 @@
+//! Where an ONNX node came from in the PyTorch model: its module scope and, where recorded,
+//! its Python source line.
+//!
+//! Pairing lines ONNX nodes up with TorchScript values by module path, so both exporter
+//! schemes are read into the same `ScopeLevel` list (outermost first, full dotted paths):
+//!
+//! - dynamo exporter: node metadata `pkg.torch.onnx.name_scopes` and
+//!   `pkg.torch.onnx.class_hierarchy`, Python list reprs such as
+//!   `['', 'layer1', 'layer1.0', 'layer1.0.bn1', '_native_batch_norm_legit_no_training']` and
+//!   `['__main__.Net', 'torch.nn.modules.container.Sequential', '__main__.Block',
+//!   'torch.nn.modules.batchnorm.BatchNorm2d', 'aten._native_batch_norm_legit_no_training.default']`.
+//!   torch 2.13 builds both as the module stack (root `''` first) followed by one entry for
+//!   the FX node itself (its name, and its target in the class list), so the first and the
+//!   last entries are not modules. A node without a module stack gets just `[node_name]`.
+//! - legacy exporter: the node name, `/layer1/layer1.0/conv1/Conv`, where every component but
+//!   the last (the op, possibly with a `_1` suffix) is a module attribute name, relative to
+//!   its parent (`downsample.0` is already prefixed; `conv1` is not).
+//!
+//! Graphs that went through a simplifier often have neither: the scope is then empty.
+
+use super::proto;
+use crate::capture::ScopeLevel;
+
+/// Metadata key of the dynamo exporter's module path list.
+pub const NAME_SCOPES_KEY: &str = "pkg.torch.onnx.name_scopes";
+/// Metadata key of the dynamo exporter's module class list.
+pub const CLASS_HIERARCHY_KEY: &str = "pkg.torch.onnx.class_hierarchy";
+/// Metadata key of the dynamo exporter's Python stack trace.
+pub const STACK_TRACE_KEY: &str = "pkg.torch.onnx.stack_trace";
+
+/// The module scope of `node`, outermost first; empty for top-level ops or when the model
+/// records no scopes.
+pub fn node_scope(node: &proto::NodeProto) -> Vec<ScopeLevel> {
+    if let Some(scopes) = metadata(node, NAME_SCOPES_KEY) {
+        let classes = metadata(node, CLASS_HIERARCHY_KEY)
+            .map(parse_py_str_list)
+            .unwrap_or_default();
+        return dynamo_scope(&parse_py_str_list(scopes), &classes);
+    }
+    legacy_scope(node.name())
+}
+
+/// The value of a node's metadata entry `key`, if present.
+pub fn metadata<'a>(node: &'a proto::NodeProto, key: &str) -> Option<&'a str> {
+    node.metadata_props
+        .iter()
+        .find(|p| p.key() == key)
+        .map(|p| p.value())
+}
+
+/// Scope from the dynamo exporter's two lists (see the module comment for their shape).
+pub fn dynamo_scope(name_scopes: &[String], class_hierarchy: &[String]) -> Vec<ScopeLevel> {
+    // The last entry is the FX node, never a module.
+    let n = name_scopes.len().saturating_sub(1);
+    let classes_align = class_hierarchy.len() == name_scopes.len();
+    (0..n)
+        .filter(|&i| !name_scopes[i].is_empty())
+        .map(|i| ScopeLevel {
+            path: name_scopes[i].clone(),
+            class: if classes_align {
+                short_class(&class_hierarchy[i]).to_string()
+            } else {
+                String::new()
+            },
+        })
+        .collect()
+}
+
+/// Scope from a legacy exporter node name such as `/layer2/layer2.0/downsample/downsample.0/Conv`.
+pub fn legacy_scope(node_name: &str) -> Vec<ScopeLevel> {
+    let Some(rest) = node_name.strip_prefix('/') else {
+        return Vec::new();
+    };
+    let mut components: Vec<&str> = rest.split('/').collect();
+    components.pop(); // the op itself: `Conv`, `Relu_1`
+    let mut levels: Vec<ScopeLevel> = Vec::new();
+    for c in components.into_iter().filter(|c| !c.is_empty()) {
+        let path = match levels.last() {
+            None => c.to_string(),
+            Some(prev) if c.starts_with(&format!("{}.", prev.path)) => c.to_string(),
+            Some(prev) => format!("{}.{c}", prev.path),
+        };
+        levels.push(ScopeLevel {
+            path,
+            class: String::new(),
+        });
+    }
+    levels
+}
+
+/// `torch.nn.modules.conv.Conv2d` -> `Conv2d`, the form TorchScript's module hierarchy uses.
+fn short_class(qualified: &str) -> &str {
+    qualified.rsplit('.').next().unwrap_or(qualified)
+}
+
+/// Parses a Python `repr` of a list of strings (`['', "it's", 'a\\b']`). Tolerant: anything
+/// outside quotes is ignored, so a malformed value yields what could be read, not an error.
+pub fn parse_py_str_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\'' && c != '"' {
+            continue;
+        }
+        let quote = c;
+        let mut item = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('n') => item.push('\n'),
+                    Some('t') => item.push('\t'),
+                    Some(other) => item.push(other),
+                    None => {}
+                },
+                c if c == quote => break,
+                c => item.push(c),
+            }
+        }
+        out.push(item);
+    }
+    out
+}
+
+/// The innermost user-code frame of the dynamo exporter's stack trace, as `file:line`.
+///
+/// The trace lists frames outermost first (`File "model.py", line 19, in forward`); frames
+/// inside torch itself (`site-packages/torch/nn/modules/conv.py`) say nothing about the
+/// user's model, so the last frame outside torch is the one to show. Model code living in
+/// other installed packages (torchvision) counts as user code.
+pub fn node_source(node: &proto::NodeProto) -> Option<String> {
+    let trace = metadata(node, STACK_TRACE_KEY)?;
+    let frames: Vec<(String, String)> = trace.lines().filter_map(parse_frame).collect();
+    frames
+        .iter()
+        .rev()
+        .find(|(file, _)| !is_torch_internal(file))
+        .or(frames.last())
+        .map(|(file, line)| format!("{file}:{line}"))
+}
+
+/// `  File "/x/model.py", line 19, in forward` -> (`/x/model.py`, `19`).
+fn parse_frame(line: &str) -> Option<(String, String)> {
+    let rest = line.trim_start().strip_prefix("File \"")?;
+    let (file, rest) = rest.split_once('"')?;
+    let rest = rest.trim_start().strip_prefix(',')?.trim_start();
+    let number = rest.strip_prefix("line ")?;
+    let digits: String = number.chars().take_while(|c| c.is_ascii_digit()).collect();
+    (!digits.is_empty()).then(|| (file.to_string(), digits))
+}
+
+fn is_torch_internal(file: &str) -> bool {
+    let f = file.replace('\\', "/");
+    f.contains("-packages/torch/") || f.starts_with('<')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(levels: &[ScopeLevel]) -> Vec<&str> {
+        levels.iter().map(|l| l.path.as_str()).collect()
+    }
+
+    fn node_with(name: &str, meta: &[(&str, &str)]) -> proto::NodeProto {
+        proto::NodeProto {
+            name: Some(name.into()),
+            metadata_props: meta
+                .iter()
+                .map(|(k, v)| proto::StringStringEntryProto {
+                    key: Some(k.to_string()),
+                    value: Some(v.to_string()),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn legacy_names_become_full_dotted_paths() {
+        let s = legacy_scope("/layer1/layer1.0/conv1/Conv");
+        assert_eq!(paths(&s), ["layer1", "layer1.0", "layer1.0.conv1"]);
+        assert!(s.iter().all(|l| l.class.is_empty()));
+        let s = legacy_scope("/layer2/layer2.0/downsample/downsample.0/Conv_1");
+        assert_eq!(
+            paths(&s),
+            ["layer2", "layer2.0", "layer2.0.downsample", "layer2.0.downsample.0"]
+        );
+        // A second call of the same module keeps its suffix; pairing resolves it.
+        let s = legacy_scope("/layer1/layer1.0/relu_1/Relu");
+        assert_eq!(paths(&s), ["layer1", "layer1.0", "layer1.0.relu_1"]);
+        // Top-level functional ops and names without scopes.
+        assert!(legacy_scope("/Flatten").is_empty());
+        assert!(legacy_scope("Conv_0").is_empty());
+        assert!(legacy_scope("").is_empty());
+        assert_eq!(paths(&legacy_scope("/stem/Conv")), ["stem"]);
+    }
+
+    #[test]
+    fn dynamo_metadata_drops_root_and_node_entries() {
+        let n = node_with(
+            "node_Conv_33",
+            &[
+                (
+                    NAME_SCOPES_KEY,
+                    "['', 'layer1', 'layer1.0', 'layer1.0.bn1', '_native_batch_norm_legit_no_training']",
+                ),
+                (
+                    CLASS_HIERARCHY_KEY,
+                    "['__main__.Net', 'torch.nn.modules.container.Sequential', '__main__.Block', \
+                     'torch.nn.modules.batchnorm.BatchNorm2d', 'aten._native_batch_norm_legit_no_training.default']",
+                ),
+            ],
+        );
+        let s = node_scope(&n);
+        assert_eq!(paths(&s), ["layer1", "layer1.0", "layer1.0.bn1"]);
+        let classes: Vec<_> = s.iter().map(|l| l.class.as_str()).collect();
+        assert_eq!(classes, ["Sequential", "Block", "BatchNorm2d"]);
+    }
+
+    #[test]
+    fn dynamo_metadata_wins_over_the_node_name_and_handles_top_level() {
+        let n = node_with(
+            "/layer9/Conv",
+            &[(NAME_SCOPES_KEY, "['', 'mean']"), (CLASS_HIERARCHY_KEY, "['__main__.Net', 'aten.mean.dim']")],
+        );
+        assert!(node_scope(&n).is_empty());
+        // No module stack at all: the exporter writes just the node name.
+        let n = node_with("node_x", &[(NAME_SCOPES_KEY, "['add_3']")]);
+        assert!(node_scope(&n).is_empty());
+        // Class list of another length: paths survive, classes stay unknown.
+        let n = node_with(
+            "n",
+            &[(NAME_SCOPES_KEY, "['', 'fc', 'linear']"), (CLASS_HIERARCHY_KEY, "['X']")],
+        );
+        let s = node_scope(&n);
+        assert_eq!(paths(&s), ["fc"]);
+        assert_eq!(s[0].class, "");
+    }
+
+    #[test]
+    fn odd_quoting_is_read() {
+        assert_eq!(
+            parse_py_str_list(r#"["", "it's", 'a\'b', 'c\\d', "e\"f"]"#),
+            ["", "it's", "a'b", "c\\d", "e\"f"]
+        );
+        assert!(parse_py_str_list("[]").is_empty());
+        assert!(parse_py_str_list("").is_empty());
+        assert_eq!(parse_py_str_list("['unterminated"), ["unterminated"]);
+    }
+
+    #[test]
+    fn no_scope_information_means_empty_scope() {
+        assert!(node_scope(&node_with("node_Conv_295", &[])).is_empty());
+        assert!(node_scope(&node_with("", &[])).is_empty());
+    }
+
+    #[test]
+    fn source_is_the_innermost_user_frame() {
+        let trace = "File \"/tmp/m/export.py\", line 19, in forward\n    x = s.layer1(x)\n  \
+                     File \"/v/lib/python3.11/site-packages/torch/nn/modules/container.py\", line 253, in forward\n    input = module(input)\n  \
+                     File \"/tmp/m/export.py\", line 9, in forward\n    y = s.relu(s.bn1(s.conv1(x)))\n  \
+                     File \"/v/lib/python3.11/site-packages/torch/nn/modules/activation.py\", line 143, in forward\n    return F.relu(input)";
+        let n = node_with("n", &[(STACK_TRACE_KEY, trace)]);
+        assert_eq!(node_source(&n).as_deref(), Some("/tmp/m/export.py:9"));
+        let n = node_with("n", &[(STACK_TRACE_KEY, "")]);
+        assert_eq!(node_source(&n), None);
+        assert_eq!(node_source(&node_with("n", &[])), None);
+    }
+}

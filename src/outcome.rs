@@ -1,0 +1,166 @@
+//! The one serialisable result of a run. The JSON report is this plus `schema_version`;
+//! the terminal table and every other report are derived from it.
+//!
+//! Field names here are the public JSON contract documented in the README. Non-finite
+//! numbers (an SNR of +inf for identical tensors) are written as `null`, since JSON has no
+//! infinity.
+
+use crate::inputs::ResolvedInput;
+use crate::pairing::{Coverage, Unpaired};
+use crate::capture::Uncapturable;
+use crate::stats::ErrorStats;
+use serde::{Serialize, Serializer};
+
+/// Bumped whenever a key is renamed or removed or its meaning changes; adding keys does not.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub fn finite_or_null<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// Statistics of one compared pair as the report shows them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub shape: Vec<usize>,
+    pub dtype: String,
+    pub onnx_dtype: String,
+    #[serde(serialize_with = "finite_or_null")]
+    pub max_abs: f64,
+    pub max_abs_index: Vec<usize>,
+    #[serde(serialize_with = "finite_or_null")]
+    pub mean_abs: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub rmse: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub max_rel: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub rel_to_range: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub cosine: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub snr_db: f64,
+    pub mismatch_ratio: f64,
+    pub nan_torch: usize,
+    pub nan_onnx: usize,
+    pub inf_torch: usize,
+    pub inf_onnx: usize,
+    pub atol: f64,
+    pub rtol: f64,
+    pub pass: bool,
+    pub histogram: Vec<u64>,
+    #[serde(skip)]
+    pub stats: ErrorStats,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerResult {
+    /// Position in `layers`, in TorchScript execution order.
+    pub index: usize,
+    pub module: String,
+    pub module_type: String,
+    pub torch_op: String,
+    pub torch_value: String,
+    pub onnx_node: String,
+    pub onnx_op: String,
+    pub onnx_value: String,
+    pub paired_by: String,
+    /// Module paths compared as part of this pair (the conv of a fused conv+bn).
+    pub fused: Vec<String>,
+    pub source: Option<String>,
+    /// Whether some layer upstream of this one already fails (its error may be inherited).
+    pub upstream_failed: bool,
+    #[serde(flatten)]
+    pub cmp: Comparison,
+    #[serde(skip)]
+    pub torch_id: usize,
+    #[serde(skip)]
+    pub onnx_id: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputResult {
+    pub name: String,
+    pub position: usize,
+    #[serde(flatten)]
+    pub cmp: Comparison,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Divergence {
+    pub module: String,
+    pub module_type: String,
+    pub onnx_node: String,
+    pub onnx_op: String,
+    pub torch_op: String,
+    pub source: Option<String>,
+    pub layer_index: usize,
+    #[serde(serialize_with = "finite_or_null")]
+    pub rel_to_range: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub max_abs: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CoverageReport {
+    #[serde(flatten)]
+    pub counts: Coverage,
+    pub torch_ratio: f64,
+    pub onnx_ratio: f64,
+    pub min_coverage: f64,
+    pub unpaired: Vec<Unpaired>,
+    pub uncapturable: Vec<Uncapturable>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FileInfo {
+    pub path: String,
+    pub size_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToleranceInfo {
+    pub applies_to: String,
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timing {
+    pub load_s: f64,
+    pub torch_run_s: f64,
+    pub onnx_run_s: f64,
+    pub pairing_s: f64,
+    pub statistics_s: f64,
+    pub total_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub verdict: Verdict,
+    /// Why the verdict is what it is, one short sentence per failed gate.
+    pub gate_failures: Vec<String>,
+    pub first_divergence: Option<Divergence>,
+    /// Every failing layer whose upstream layers all pass (parallel branches can have several).
+    pub divergence_origins: Vec<Divergence>,
+    pub torch_model: FileInfo,
+    pub onnx_model: FileInfo,
+    pub inputs: Vec<ResolvedInput>,
+    pub tolerances: Vec<ToleranceInfo>,
+    pub layers: Vec<LayerResult>,
+    pub outputs: Vec<OutputResult>,
+    pub coverage: CoverageReport,
+    pub timing: Timing,
+}

@@ -1,0 +1,609 @@
+//! Pairing TorchScript values with ONNX values: the heart of the tool.
+//!
+//! Names never line up across the two sides, so pairing works from structure, in this order:
+//! graph inputs and outputs by position; module calls by scope path and call index (legacy
+//! and dynamo scopes are both normalised to dotted paths); inside a scope, ops by
+//! order-preserving alignment of compatible ops with equal shapes; then fusion, where the
+//! values themselves choose between the structurally plausible candidates (a legacy-exported
+//! Conv carries the BatchNorm's output, not the conv's). Values never pair across scopes
+//! because their numbers happen to be close. Every pair records how it was made and every
+//! value left over gets a reason.
+
+mod align;
+pub mod ops;
+mod scopes;
+
+use crate::capture::{Capture, CapturedValue, ValueRole};
+use crate::tensor::{format_shape, HostTensor};
+use anyhow::{bail, Result};
+use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
+use scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// How a pair was made, so a reader can trust or doubt it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairedBy {
+    /// Graph input or output at the same position.
+    Position,
+    /// The output of a module call matched to the last ONNX value of the same call.
+    ModuleOutput,
+    /// Same scope, compatible op, same shape, same relative order.
+    OpOrder,
+    /// A module whose ONNX twin was fused into its producer's node (BatchNorm into Conv);
+    /// the values chose the fused module's output over the producer's.
+    Fusion,
+    /// No scopes on the ONNX side: compatible ops aligned over the whole graph.
+    GlobalOrder,
+}
+
+impl PairedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairedBy::Position => "position",
+            PairedBy::ModuleOutput => "module_output",
+            PairedBy::OpOrder => "op_order",
+            PairedBy::Fusion => "fusion",
+            PairedBy::GlobalOrder => "global_order",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Pair {
+    pub torch: usize,
+    pub onnx: usize,
+    pub paired_by: PairedBy,
+    /// TorchScript values compared as part of this pair (the conv of a fused conv+bn).
+    pub fused: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unpaired {
+    pub side: crate::capture::Side,
+    pub id: usize,
+    pub name: String,
+    pub op: String,
+    pub module: String,
+    pub reason: String,
+    /// Whether it still counts as covered (fused into a compared value, vanishes in eval).
+    pub accounted: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Coverage {
+    pub torch_layers_total: usize,
+    pub torch_layers_paired: usize,
+    pub onnx_nodes_total: usize,
+    pub onnx_nodes_paired: usize,
+}
+
+impl Coverage {
+    pub fn torch_ratio(&self) -> f64 {
+        ratio(self.torch_layers_paired, self.torch_layers_total)
+    }
+    pub fn onnx_ratio(&self) -> f64 {
+        ratio(self.onnx_nodes_paired, self.onnx_nodes_total)
+    }
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Pairing {
+    pub inputs: Vec<Pair>,
+    /// Layer pairs in TorchScript execution order.
+    pub layers: Vec<Pair>,
+    pub outputs: Vec<Pair>,
+    pub unpaired: Vec<Unpaired>,
+    pub coverage: Coverage,
+}
+
+/// Below this share of paired TorchScript layers the two files are not treated as one
+/// network: the report would compare almost nothing and look clean.
+pub const MIN_PLAUSIBLE_COVERAGE: f64 = 0.2;
+
+pub fn pair(torch: &Capture, onnx: &Capture) -> Result<Pairing> {
+    let mut p = Pairing::default();
+    pair_boundary(torch, onnx, &mut p)?;
+    Pairer::new(torch, onnx).run(&mut p);
+    if p.coverage.torch_layers_total >= 3 && p.coverage.torch_ratio() < MIN_PLAUSIBLE_COVERAGE {
+        bail!(
+            "the two models do not look like the same network: only {} of {} TorchScript layers \
+             found an ONNX counterpart (run `align-check inspect` on each file to compare them)",
+            p.coverage.torch_layers_paired,
+            p.coverage.torch_layers_total
+        );
+    }
+    Ok(p)
+}
+
+/// Graph inputs and outputs pair by position; a count, shape or dtype mismatch means the
+/// files do not describe the same function and the run cannot go on.
+fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()> {
+    let (ti, oi) = (torch.inputs(), onnx.inputs());
+    if ti.len() != oi.len() {
+        bail!(
+            "the models take different inputs: TorchScript forward has {} tensor input(s), ONNX has {}",
+            ti.len(),
+            oi.len()
+        );
+    }
+    for (t, o) in ti.iter().zip(&oi) {
+        p.inputs.push(Pair {
+            torch: t.id,
+            onnx: o.id,
+            paired_by: PairedBy::Position,
+            fused: vec![],
+        });
+    }
+    let (to, oo) = (torch.outputs(), onnx.outputs());
+    if to.len() != oo.len() {
+        bail!(
+            "the models return different outputs: TorchScript returns {} tensor(s), ONNX has {} output(s) ({})",
+            to.len(),
+            oo.len(),
+            oo.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    for (n, (t, o)) in to.iter().zip(&oo).enumerate() {
+        if t.shape.iter().product::<usize>() != o.shape.iter().product::<usize>() {
+            bail!(
+                "output {n} differs in shape: TorchScript {} vs ONNX '{}' {}; the models do not compute the same thing",
+                format_shape(&t.shape),
+                o.name,
+                format_shape(&o.shape)
+            );
+        }
+        p.outputs.push(Pair {
+            torch: t.id,
+            onnx: o.id,
+            paired_by: PairedBy::Position,
+            fused: vec![],
+        });
+    }
+    Ok(())
+}
+
+/// Whether two values can hold the same tensor: same element count and the same dims once
+/// unit dims are dropped (`[1, 8]` against `[8]` is a squeeze, not a different tensor).
+fn same_shape(a: &CapturedValue, b: &CapturedValue) -> bool {
+    if a.shape == b.shape {
+        return true;
+    }
+    let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    squeeze(&a.shape) == squeeze(&b.shape)
+}
+
+/// Largest |a - b| over the largest |b|: the quick measure fusion uses to choose.
+fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
+    if a.numel() != b.numel() {
+        return f64::INFINITY;
+    }
+    let (mut worst, mut range) = (0.0f64, 0.0f64);
+    for i in 0..a.numel() {
+        let (x, y) = (a.data.get_f64(i), b.data.get_f64(i));
+        let d = (x - y).abs();
+        if d.is_nan() {
+            return f64::INFINITY;
+        }
+        worst = worst.max(d);
+        range = range.max(y.abs());
+    }
+    if range == 0.0 {
+        worst
+    } else {
+        worst / range
+    }
+}
+
+/// ONNX values of a module call and of everything nested in it, in execution order. A
+/// TorchScript module that is a leaf may still hold ONNX sub-scopes: a scripted loop body is
+/// unrolled by the exporter into `/body/conv/Conv`, `/body/conv/Conv_1`, ...
+fn subtree(onnx_groups: &BTreeMap<GroupKey, Vec<usize>>, key: &str) -> Vec<usize> {
+    let prefix = format!("{key}/");
+    let mut ids: Vec<usize> = onnx_groups
+        .range(key.to_string()..)
+        .take_while(|(k, _)| k.as_str() == key || k.starts_with(&prefix))
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+struct Pairer<'a> {
+    torch: &'a Capture,
+    onnx: &'a Capture,
+    torch_keys: Vec<Option<GroupKey>>,
+    onnx_keys: Vec<Option<GroupKey>>,
+    /// Modules with child modules: their groups hold functional ops, not a module output.
+    torch_parents: HashSet<String>,
+    onnx_has_scopes: bool,
+    torch_to_onnx: HashMap<usize, (usize, PairedBy)>,
+    onnx_paired: HashSet<usize>,
+    torch_reason: HashMap<usize, (String, bool)>,
+    fused_into: HashMap<usize, Vec<usize>>,
+}
+
+fn is_layer_candidate(v: &CapturedValue) -> bool {
+    v.role == ValueRole::Intermediate && !is_bookkeeping(v)
+}
+
+impl<'a> Pairer<'a> {
+    fn new(torch: &'a Capture, onnx: &'a Capture) -> Self {
+        let skip = |v: &CapturedValue| !is_layer_candidate(v);
+        let torch_paths = known_paths(&torch.values);
+        let torch_keys = assign_keys(&torch.values, &skip, None);
+        let onnx_keys = assign_keys(&onnx.values, &skip, Some(&torch_paths));
+        let onnx_has_scopes = onnx.values.iter().any(|v| !v.scope.is_empty());
+        Pairer {
+            torch,
+            onnx,
+            torch_keys,
+            onnx_keys,
+            torch_parents: parent_paths(&torch.values),
+            onnx_has_scopes,
+            torch_to_onnx: HashMap::new(),
+            onnx_paired: HashSet::new(),
+            torch_reason: HashMap::new(),
+            fused_into: HashMap::new(),
+        }
+    }
+
+    fn groups(keys: &[Option<GroupKey>]) -> BTreeMap<GroupKey, Vec<usize>> {
+        let mut groups: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
+        for (id, key) in keys.iter().enumerate() {
+            if let Some(k) = key {
+                groups.entry(k.clone()).or_default().push(id);
+            }
+        }
+        groups
+    }
+
+    fn is_leaf_group(&self, key: &str) -> bool {
+        !key.is_empty() && !self.torch_parents.contains(key_path(key))
+    }
+
+    fn add_pair(&mut self, t: usize, o: usize, by: PairedBy) {
+        self.torch_to_onnx.insert(t, (o, by));
+        self.onnx_paired.insert(o);
+    }
+
+    fn run(mut self, p: &mut Pairing) {
+        for pair in p.inputs.iter().chain(&p.outputs) {
+            self.onnx_paired.insert(pair.onnx);
+        }
+        let torch_groups = Self::groups(&self.torch_keys);
+        let onnx_groups = Self::groups(&self.onnx_keys);
+        if self.onnx_has_scopes {
+            for (key, t_ids) in &torch_groups {
+                let o_ids = if self.is_leaf_group(key) {
+                    subtree(&onnx_groups, key)
+                } else {
+                    onnx_groups.get(key).cloned().unwrap_or_default()
+                };
+                if o_ids.is_empty() {
+                    self.leave_group(key, t_ids);
+                } else {
+                    self.pair_group(key, t_ids, &o_ids);
+                }
+            }
+            self.resolve_fusion(&torch_groups);
+        } else {
+            self.pair_globally(&torch_groups);
+        }
+        self.finish(p, &torch_groups, &onnx_groups);
+    }
+
+    /// The values of a torch group that stand for it: the module's output for a leaf module
+    /// call, every functional op for a scope with child modules or the top level.
+    fn representatives(&self, key: &str, t_ids: &[usize]) -> Vec<usize> {
+        let comparable: Vec<usize> = t_ids
+            .iter()
+            .copied()
+            .filter(|&id| !vanishes_in_onnx(&self.torch.values[id].op))
+            .collect();
+        if self.is_leaf_group(key) {
+            comparable.last().copied().into_iter().collect()
+        } else {
+            comparable
+        }
+    }
+
+    fn pair_group(&mut self, key: &str, t_ids: &[usize], o_ids: &[usize]) {
+        let reps = self.representatives(key, t_ids);
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        if self.is_leaf_group(key) {
+            // A module's output is the last ONNX value of the same call with its shape.
+            if let Some(&t) = reps.first() {
+                if let Some(&o) = o_ids.iter().rev().find(|&&o| same_shape(&tv[t], &ov[o])) {
+                    self.add_pair(t, o, PairedBy::ModuleOutput);
+                }
+            }
+        } else {
+            let found = align::align(reps.len(), o_ids.len(), |i, j| {
+                let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
+                same_shape(t, o) && compatible(&t.op, &o.op)
+            });
+            for (i, j) in found {
+                self.add_pair(reps[i], o_ids[j], PairedBy::OpOrder);
+            }
+        }
+        for &id in t_ids {
+            if self.torch_to_onnx.contains_key(&id) {
+                continue;
+            }
+            let op = &self.torch.values[id].op;
+            let reason = if vanishes_in_onnx(op) {
+                ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else if self.is_leaf_group(key) {
+                (format!("internal to module {}", key_path(key)), true)
+            } else {
+                (
+                    format!(
+                        "no ONNX op of a compatible kind and shape in scope '{}'",
+                        key_path(key)
+                    ),
+                    false,
+                )
+            };
+            self.torch_reason.insert(id, reason);
+        }
+    }
+
+    fn leave_group(&mut self, key: &str, t_ids: &[usize]) {
+        for &id in t_ids {
+            let op = &self.torch.values[id].op;
+            let reason = if vanishes_in_onnx(op) {
+                ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else {
+                (
+                    format!("no ONNX node carries the scope '{}'", key_path(key)),
+                    false,
+                )
+            };
+            self.torch_reason.insert(id, reason);
+        }
+    }
+
+    /// Exporters fold a module into its neighbour (BatchNorm into the preceding Conv). The
+    /// legacy exporter keeps the conv's scope, so the Conv node was paired with the conv's
+    /// output although it computes the BatchNorm's; the dynamo exporter keeps the BatchNorm's
+    /// scope and the conv has no node. Both are repaired here.
+    fn resolve_fusion(&mut self, torch_groups: &BTreeMap<GroupKey, Vec<usize>>) {
+        let tv = &self.torch.values;
+        let ov = &self.onnx.values;
+        // Output value of every leaf module call, in execution order.
+        let mut module_outputs: Vec<(usize, String)> = torch_groups
+            .iter()
+            .filter(|(k, _)| self.is_leaf_group(k))
+            .filter_map(|(k, ids)| {
+                self.representatives(k, ids)
+                    .first()
+                    .map(|&id| (id, key_path(k).to_string()))
+            })
+            .collect();
+        module_outputs.sort();
+        let output_of: HashMap<usize, String> = module_outputs.iter().cloned().collect();
+
+        // Legacy: an unpaired module whose producer module is paired, and whose output the
+        // producer's ONNX value matches better than the producer's own output.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for &(v, _) in &module_outputs {
+                if self.torch_to_onnx.contains_key(&v) {
+                    continue;
+                }
+                let Some(&u) = tv[v].inputs.iter().find(|&&u| {
+                    output_of.contains_key(&u) && self.torch_to_onnx.contains_key(&u)
+                }) else {
+                    continue;
+                };
+                let (o, _) = self.torch_to_onnx[&u];
+                if !same_shape(&tv[v], &ov[o]) {
+                    continue;
+                }
+                let (Some(x), Some(tu), Some(tvv)) =
+                    (&ov[o].tensor, &tv[u].tensor, &tv[v].tensor)
+                else {
+                    continue;
+                };
+                if relative_distance(x, tvv) < relative_distance(x, tu) {
+                    self.torch_to_onnx.remove(&u);
+                    self.torch_to_onnx.insert(v, (o, PairedBy::Fusion));
+                    let mut fused = self.fused_into.remove(&u).unwrap_or_default();
+                    fused.push(u);
+                    self.fused_into.insert(v, fused);
+                    self.torch_reason.remove(&v);
+                    self.torch_reason.insert(
+                        u,
+                        (
+                            format!(
+                                "fused into ONNX node {} (compared after {})",
+                                ov[o].node, output_of[&v]
+                            ),
+                            true,
+                        ),
+                    );
+                    changed = true;
+                }
+            }
+        }
+
+        // Dynamo: an unpaired module whose consumer module is paired with a node of the
+        // unpaired module's own kind (a Conv carrying the BatchNorm scope).
+        for &(u, _) in &module_outputs {
+            if self.torch_to_onnx.contains_key(&u) {
+                continue;
+            }
+            let consumer = module_outputs.iter().find(|&&(v, _)| {
+                tv[v].inputs.contains(&u) && self.torch_to_onnx.contains_key(&v)
+            });
+            if let Some(&(v, ref v_path)) = consumer {
+                let (o, _) = self.torch_to_onnx[&v];
+                if compatible(&tv[u].op, &ov[o].op) {
+                    self.fused_into.entry(v).or_default().push(u);
+                    self.torch_to_onnx.insert(v, (o, PairedBy::Fusion));
+                    self.torch_reason.insert(
+                        u,
+                        (
+                            format!(
+                                "fused into ONNX node {} (compared after {v_path})",
+                                ov[o].node
+                            ),
+                            true,
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Graphs without scopes (run through a simplifier) still keep op order: align every
+    /// TorchScript layer output with the whole ONNX graph.
+    fn pair_globally(&mut self, torch_groups: &BTreeMap<GroupKey, Vec<usize>>) {
+        let mut reps: Vec<usize> = torch_groups
+            .iter()
+            .flat_map(|(k, ids)| self.representatives(k, ids))
+            .collect();
+        reps.sort();
+        let onnx_ids: Vec<usize> = self
+            .onnx
+            .values
+            .iter()
+            .filter(|v| is_layer_candidate(v))
+            .map(|v| v.id)
+            .collect();
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let found = align::align(reps.len(), onnx_ids.len(), |i, j| {
+            let (t, o) = (&tv[reps[i]], &ov[onnx_ids[j]]);
+            same_shape(t, o) && compatible(&t.op, &o.op)
+        });
+        for (i, j) in found {
+            self.add_pair(reps[i], onnx_ids[j], PairedBy::GlobalOrder);
+        }
+        for ids in torch_groups.values() {
+            for &id in ids {
+                if !self.torch_to_onnx.contains_key(&id) {
+                    self.torch_reason.insert(
+                        id,
+                        (
+                            "the ONNX graph has no scopes and no compatible op in order".into(),
+                            false,
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(
+        self,
+        p: &mut Pairing,
+        torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
+        onnx_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    ) {
+        let tv = &self.torch.values;
+        let ov = &self.onnx.values;
+        let mut layers: Vec<Pair> = self
+            .torch_to_onnx
+            .iter()
+            .map(|(&t, &(o, by))| Pair {
+                torch: t,
+                onnx: o,
+                paired_by: by,
+                fused: self.fused_into.get(&t).cloned().unwrap_or_default(),
+            })
+            .collect();
+        layers.sort_by_key(|pair| pair.torch);
+        let onnx_paired: HashSet<usize> = layers.iter().map(|l| l.onnx).collect();
+
+        // Torch coverage: leaf module calls count once, functional ops each.
+        let mut cov = Coverage::default();
+        for (key, ids) in torch_groups {
+            let counted: Vec<usize> = if self.is_leaf_group(key) {
+                ids.last().copied().into_iter().collect()
+            } else {
+                ids.clone()
+            };
+            for id in counted {
+                cov.torch_layers_total += 1;
+                let covered = self.torch_to_onnx.contains_key(&id)
+                    || self
+                        .torch_reason
+                        .get(&id)
+                        .is_some_and(|(_, accounted)| *accounted)
+                    || (self.is_leaf_group(key)
+                        && ids.iter().any(|i| self.torch_to_onnx.contains_key(i)));
+                if covered {
+                    cov.torch_layers_paired += 1;
+                }
+            }
+        }
+        let mut reasons: Vec<(&usize, &(String, bool))> = self.torch_reason.iter().collect();
+        reasons.sort_by_key(|(id, _)| **id);
+        for (&id, (reason, accounted)) in reasons {
+            let v = &tv[id];
+            p.unpaired.push(Unpaired {
+                side: crate::capture::Side::Torch,
+                id,
+                name: v.name.clone(),
+                op: v.op.clone(),
+                module: v.module_path().to_string(),
+                reason: reason.clone(),
+                accounted: *accounted,
+            });
+        }
+
+        // ONNX coverage: a node counts when its value is compared, or when it lies inside a
+        // module call whose output is compared (the first nodes of a decomposition).
+        let groups_with_pair: HashSet<&GroupKey> = onnx_groups
+            .iter()
+            .filter(|(_, ids)| ids.iter().any(|i| onnx_paired.contains(i)))
+            .map(|(k, _)| k)
+            .collect();
+        for v in ov.iter().filter(|v| is_layer_candidate(v)) {
+            cov.onnx_nodes_total += 1;
+            let key = self.onnx_keys[v.id].as_ref();
+            let in_leaf_pair =
+                key.is_some_and(|k| self.is_leaf_group(k) && groups_with_pair.contains(k));
+            if onnx_paired.contains(&v.id) || self.onnx_paired.contains(&v.id) || in_leaf_pair {
+                cov.onnx_nodes_paired += 1;
+                continue;
+            }
+            let reason = match key {
+                Some(k) if !torch_groups.contains_key(k) && !k.is_empty() => format!(
+                    "scope '{}' has no TorchScript module call to match",
+                    key_path(k)
+                ),
+                Some(k) => format!(
+                    "no TorchScript op of a compatible kind and shape in scope '{}'",
+                    key_path(k)
+                ),
+                None => "not a layer".to_string(),
+            };
+            p.unpaired.push(Unpaired {
+                side: crate::capture::Side::Onnx,
+                id: v.id,
+                name: v.name.clone(),
+                op: v.op.clone(),
+                module: v.module_path().to_string(),
+                reason,
+                accounted: false,
+            });
+        }
+        p.layers = layers;
+        p.coverage = cov;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,167 @@
+//! What an op is, for pairing purposes: its family, whether it is bookkeeping, whether it
+//! vanishes from ONNX.
+//!
+//! TorchScript and ONNX name ops differently and one aten op may become several ONNX nodes.
+//! Pairing inside a scope only allows an aten op to meet ONNX nodes of a compatible family,
+//! so a Resize is never compared with a Concat just because their shapes agree.
+
+use crate::capture::CapturedValue;
+use crate::tensor::DType;
+
+/// Families an op can belong to. An aten op and an ONNX op are compatible when their
+/// family sets intersect.
+pub fn torch_families(op: &str) -> Vec<&'static str> {
+    let name = op.strip_prefix("aten::").unwrap_or(op);
+    let name = name.strip_suffix('_').unwrap_or(name);
+    let fams: &[&'static str] = match name {
+        "_convolution" | "conv1d" | "conv2d" | "conv3d" | "convolution" | "conv_transpose1d"
+        | "conv_transpose2d" | "conv_transpose3d" => &["conv"],
+        "batch_norm" | "instance_norm" => &["norm", "conv"],
+        "layer_norm" | "group_norm" | "rms_norm" => &["norm", "arith"],
+        "linear" | "addmm" | "matmul" | "mm" | "bmm" | "baddbmm" | "einsum" => &["matmul", "arith"],
+        "relu" | "relu6" | "hardtanh" | "clamp" | "clamp_min" | "clamp_max" | "threshold" => {
+            &["relu"]
+        }
+        "gelu" | "silu" | "hardswish" | "hardsigmoid" | "sigmoid" | "tanh" | "elu" | "selu"
+        | "leaky_relu" | "prelu" | "softplus" | "mish" | "erf" | "exp" | "log" | "sqrt"
+        | "rsqrt" | "neg" | "abs" | "reciprocal" | "pow" | "sin" | "cos" => &["activation", "arith"],
+        "softmax" | "log_softmax" | "_softmax" => &["softmax"],
+        "add" | "sub" | "rsub" | "mul" | "div" | "floor_divide" | "true_divide" | "where"
+        | "maximum" | "minimum" | "masked_fill" => &["arith"],
+        "max_pool1d" | "max_pool2d" | "max_pool3d" | "avg_pool1d" | "avg_pool2d"
+        | "avg_pool3d" | "adaptive_avg_pool1d" | "adaptive_avg_pool2d" | "adaptive_max_pool2d" => {
+            &["pool"]
+        }
+        "mean" | "sum" | "amax" | "amin" | "max" | "min" | "prod" | "norm" | "var" | "std" => {
+            &["reduce", "pool"]
+        }
+        "upsample_nearest1d" | "upsample_nearest2d" | "upsample_nearest3d" | "upsample_bilinear2d"
+        | "upsample_bicubic2d" | "upsample_linear1d" | "upsample_trilinear3d" | "interpolate"
+        | "pixel_shuffle" => &["resize"],
+        "cat" | "concat" | "stack" => &["concat"],
+        "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose" | "t"
+        | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index" | "index_select"
+        | "narrow" | "chunk" | "split" | "unbind" | "gather" | "roll" | "flip" | "pad"
+        | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => &["layout"],
+        _ => &[],
+    };
+    fams.to_vec()
+}
+
+pub fn onnx_families(op: &str) -> Vec<&'static str> {
+    let fams: &[&'static str] = match op {
+        "Conv" | "ConvTranspose" | "QLinearConv" => &["conv"],
+        "BatchNormalization" | "InstanceNormalization" | "LayerNormalization"
+        | "GroupNormalization" | "RMSNormalization" | "SimplifiedLayerNormalization" => &["norm"],
+        "Gemm" | "MatMul" | "Einsum" => &["matmul"],
+        "Relu" | "Clip" | "Max" | "Min" => &["relu"],
+        "Gelu" | "FastGelu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Elu"
+        | "Selu" | "LeakyRelu" | "PRelu" | "Softplus" | "Mish" | "Erf" | "Exp" | "Log"
+        | "Sqrt" | "Neg" | "Abs" | "Reciprocal" | "Pow" | "Sin" | "Cos" => &["activation"],
+        "Softmax" | "LogSoftmax" => &["softmax"],
+        "Add" | "Sub" | "Mul" | "Div" | "Where" => &["arith"],
+        "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => &["pool"],
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" => {
+            &["reduce", "pool"]
+        }
+        "Resize" | "Upsample" | "DepthToSpace" => &["resize"],
+        "Concat" => &["concat"],
+        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Expand" | "Tile"
+        | "Gather" | "GatherElements" | "Slice" | "Split" | "Pad" => &["layout"],
+        _ => &[],
+    };
+    fams.to_vec()
+}
+
+/// Whether an aten op and an ONNX op can be the same computation.
+pub fn compatible(torch_op: &str, onnx_op: &str) -> bool {
+    let t = torch_families(torch_op);
+    let o = onnx_families(onnx_op);
+    if t.iter().any(|f| o.contains(f)) {
+        return true;
+    }
+    // Ops outside the table still pair when their names agree (aten::sigmoid / Sigmoid).
+    let bare = torch_op.strip_prefix("aten::").unwrap_or(torch_op);
+    let bare = bare.strip_suffix('_').unwrap_or(bare).replace('_', "");
+    let onnx_bare = onnx_op.rsplit("::").next().unwrap_or(onnx_op);
+    bare.eq_ignore_ascii_case(onnx_bare)
+}
+
+/// Ops whose output equals their input in eval mode; ONNX drops them.
+pub fn vanishes_in_onnx(torch_op: &str) -> bool {
+    matches!(
+        torch_op,
+        "aten::dropout"
+            | "aten::dropout_"
+            | "aten::feature_dropout"
+            | "aten::alpha_dropout"
+            | "aten::contiguous"
+            | "aten::clone"
+            | "aten::detach"
+            | "aten::identity"
+            | "aten::to"
+            | "aten::type_as"
+            | "aten::copy_"
+            | "prim::TupleUnpack"
+            | "prim::ListUnpack"
+    )
+}
+
+/// Shape arithmetic and other small integer bookkeeping: not layers. ONNX constant-folds
+/// most of it, so it is neither compared nor counted.
+pub fn is_bookkeeping(v: &CapturedValue) -> bool {
+    const TORCH_SHAPE_OPS: &[&str] = &[
+        "aten::size",
+        "prim::NumToTensor",
+        "aten::Int",
+        "aten::ScalarImplicit",
+        "aten::arange",
+        "aten::zeros",
+        "aten::ones",
+        "aten::full",
+        "aten::empty",
+        "aten::tensor",
+        "aten::scalar_tensor",
+        "aten::zeros_like",
+        "aten::ones_like",
+        "prim::Constant",
+    ];
+    const ONNX_SHAPE_OPS: &[&str] = &[
+        "Constant",
+        "Shape",
+        "Size",
+        "ConstantOfShape",
+        "Range",
+        "NonZero",
+        "Cast",
+    ];
+    if TORCH_SHAPE_OPS.contains(&v.op.as_str()) || ONNX_SHAPE_OPS.contains(&v.op.as_str()) {
+        return true;
+    }
+    let is_int = matches!(v.dtype, DType::I64 | DType::I32) && v.shape.len() <= 1;
+    let small = v.shape.iter().product::<usize>() <= 8;
+    is_int && small
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compatible_across_naming_schemes() {
+        assert!(compatible("aten::_convolution", "Conv"));
+        assert!(compatible("aten::relu_", "Relu"));
+        assert!(compatible("aten::linear", "Gemm"));
+        assert!(compatible("aten::linear", "Add"));
+        assert!(compatible("aten::upsample_bicubic2d", "Resize"));
+        assert!(compatible("aten::sigmoid", "Sigmoid"));
+        assert!(compatible("aten::hardswish", "HardSwish"));
+    }
+
+    #[test]
+    fn incompatible_ops_do_not_meet() {
+        assert!(!compatible("aten::cat", "Resize"));
+        assert!(!compatible("aten::_convolution", "Relu"));
+        assert!(!compatible("aten::upsample_bilinear2d", "Concat"));
+    }
+}

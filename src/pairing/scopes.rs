@@ -1,0 +1,194 @@
+//! Module-call keys: which call of which module produced each value, on either side.
+//!
+//! Both sides name a module by its dotted path, but a module called twice (`self.relu` in a
+//! ResNet block) needs the call told apart. TorchScript does not number calls, so a call is a
+//! maximal run of consecutive values inside that module. The legacy ONNX exporter numbers
+//! them in the name (`relu_1` is the second call of `relu`); such suffixes are stripped when
+//! the TorchScript side knows the stem, and a change of raw name starts a new call.
+
+use crate::capture::{CapturedValue, ScopeLevel};
+use std::collections::{HashMap, HashSet};
+
+/// The chain of (module path, call index) from the outermost scope inwards, rendered as one
+/// string such as `layer1#0/layer1.0#0/layer1.0.relu#1`. Empty for top-level values.
+pub type GroupKey = String;
+
+/// Paths of every module that appears in a scope on this side.
+pub fn known_paths(values: &[CapturedValue]) -> HashSet<String> {
+    values
+        .iter()
+        .flat_map(|v| v.scope.iter().map(|l| l.path.clone()))
+        .collect()
+}
+
+/// Paths of modules that have child modules among the captured scopes.
+pub fn parent_paths(values: &[CapturedValue]) -> HashSet<String> {
+    values
+        .iter()
+        .flat_map(|v| {
+            let n = v.scope.len();
+            v.scope.iter().take(n.saturating_sub(1)).map(|l| l.path.clone())
+        })
+        .collect()
+}
+
+/// Maps an ONNX scope path onto the TorchScript module it names, undoing the legacy
+/// exporter's `_N` call suffixes: `layer1.0.relu_1` becomes `layer1.0.relu`.
+fn normalise(path: &str, torch_paths: &HashSet<String>) -> String {
+    if torch_paths.contains(path) {
+        return path.to_string();
+    }
+    let mut out = String::new();
+    for segment in path.split('.') {
+        let joined = |s: &str| {
+            if out.is_empty() {
+                s.to_string()
+            } else {
+                format!("{out}.{s}")
+            }
+        };
+        let direct = joined(segment);
+        let stem = segment
+            .rsplit_once('_')
+            .filter(|(_, n)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            .map(|(stem, _)| joined(stem));
+        out = match stem {
+            Some(s) if !torch_paths.contains(&direct) && torch_paths.contains(&s) => s,
+            _ => direct,
+        };
+    }
+    out
+}
+
+/// Assigns each value its module-call key. `skip` marks values (bookkeeping) that neither get
+/// a key nor interrupt a run. With `torch_paths`, scope paths are first normalised onto them.
+pub fn assign_keys(
+    values: &[CapturedValue],
+    skip: &dyn Fn(&CapturedValue) -> bool,
+    torch_paths: Option<&HashSet<String>>,
+) -> Vec<Option<GroupKey>> {
+    let mut counters: HashMap<String, usize> = HashMap::new();
+    // (raw path, normalised path, call) of the previous keyed value, per depth.
+    let mut prev: Vec<(String, usize)> = Vec::new();
+    let mut keys = Vec::with_capacity(values.len());
+    for v in values {
+        if skip(v) {
+            keys.push(None);
+            continue;
+        }
+        let levels: Vec<(&ScopeLevel, String)> = v
+            .scope
+            .iter()
+            .map(|l| {
+                let norm = match torch_paths {
+                    Some(known) => normalise(&l.path, known),
+                    None => l.path.clone(),
+                };
+                (l, norm)
+            })
+            .collect();
+        let mut current: Vec<(String, usize)> = Vec::with_capacity(levels.len());
+        let mut continuing = true;
+        let mut key = String::new();
+        for (depth, (level, norm)) in levels.iter().enumerate() {
+            let call = match prev.get(depth) {
+                Some((raw, call)) if continuing && raw == &level.path => *call,
+                _ => {
+                    continuing = false;
+                    let counter = counters.entry(norm.clone()).or_insert(0);
+                    *counter += 1;
+                    *counter - 1
+                }
+            };
+            current.push((level.path.clone(), call));
+            if !key.is_empty() {
+                key.push('/');
+            }
+            key.push_str(&format!("{norm}#{call}"));
+        }
+        prev = current;
+        keys.push(Some(key));
+    }
+    keys
+}
+
+/// The innermost module path of a key (`layer1.0.relu` for `layer1#0/.../layer1.0.relu#1`).
+pub fn key_path(key: &str) -> &str {
+    key.rsplit('/')
+        .next()
+        .and_then(|last| last.rsplit_once('#'))
+        .map(|(path, _)| path)
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{ScopeLevel, ValueRole};
+    use crate::tensor::DType;
+
+    fn value(id: usize, paths: &[&str]) -> CapturedValue {
+        CapturedValue {
+            id,
+            name: format!("v{id}"),
+            op: "aten::relu".into(),
+            node: String::new(),
+            scope: paths
+                .iter()
+                .map(|p| ScopeLevel {
+                    path: p.to_string(),
+                    class: String::new(),
+                })
+                .collect(),
+            source: None,
+            role: ValueRole::Intermediate,
+            dtype: DType::F32,
+            shape: vec![1],
+            inputs: vec![],
+            tensor: None,
+        }
+    }
+
+    #[test]
+    fn module_called_twice_gets_two_calls_on_torch_side() {
+        let values = vec![
+            value(0, &["b", "b.conv1"]),
+            value(1, &["b", "b.relu"]),
+            value(2, &["b", "b.conv2"]),
+            value(3, &["b"]),
+            value(4, &["b", "b.relu"]),
+        ];
+        let keys = assign_keys(&values, &|_| false, None);
+        assert_eq!(keys[1].as_deref(), Some("b#0/b.relu#0"));
+        assert_eq!(keys[3].as_deref(), Some("b#0"));
+        assert_eq!(keys[4].as_deref(), Some("b#0/b.relu#1"));
+    }
+
+    #[test]
+    fn legacy_suffix_maps_onto_torch_module_and_call() {
+        let torch: HashSet<String> = ["b", "b.relu", "b.conv1"].iter().map(|s| s.to_string()).collect();
+        let values = vec![
+            value(0, &["b", "b.relu"]),
+            value(1, &["b", "b.relu_1"]),
+            value(2, &["b", "b.conv1"]),
+        ];
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[0].as_deref(), Some("b#0/b.relu#0"));
+        assert_eq!(keys[1].as_deref(), Some("b#0/b.relu#1"));
+        assert_eq!(key_path(keys[1].as_ref().unwrap()), "b.relu");
+    }
+
+    #[test]
+    fn suffix_kept_when_it_is_a_real_module_name() {
+        let torch: HashSet<String> = ["conv_1", "conv"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(normalise("conv_1", &torch), "conv_1");
+    }
+
+    #[test]
+    fn skipped_values_do_not_split_runs() {
+        let values = vec![value(0, &["m"]), value(1, &[]), value(2, &["m"])];
+        let keys = assign_keys(&values, &|v| v.id == 1, None);
+        assert_eq!(keys[0], keys[2]);
+        assert_eq!(keys[1], None);
+    }
+}

@@ -1,0 +1,281 @@
+//! Pairing on small synthetic captures: no runtime involved, every case built by hand.
+
+use super::*;
+use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, ValueRole};
+use crate::tensor::{DType, HostTensor};
+
+/// Builds a capture value by value: `add(op, scope, inputs, data)`.
+struct Builder {
+    side: Side,
+    values: Vec<CapturedValue>,
+}
+
+impl Builder {
+    fn new(side: Side) -> Self {
+        Builder {
+            side,
+            values: vec![],
+        }
+    }
+
+    fn push(&mut self, op: &str, scope: &str, role: ValueRole, inputs: &[usize], data: &[f32]) -> usize {
+        let id = self.values.len();
+        let mut levels = vec![];
+        let mut path = String::new();
+        for seg in scope.split('.').filter(|s| !s.is_empty()) {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(seg);
+            levels.push(ScopeLevel {
+                path: path.clone(),
+                class: String::new(),
+            });
+        }
+        self.values.push(CapturedValue {
+            id,
+            name: format!("v{id}"),
+            op: op.to_string(),
+            node: if self.side == Side::Onnx {
+                format!("/{}/{op}", scope.replace('.', "/"))
+            } else {
+                String::new()
+            },
+            scope: levels,
+            source: None,
+            role,
+            dtype: DType::F32,
+            shape: vec![data.len()],
+            inputs: inputs.to_vec(),
+            tensor: Some(HostTensor::f32(vec![data.len()], data.to_vec())),
+        });
+        id
+    }
+
+    fn input(&mut self, n: usize, data: &[f32]) -> usize {
+        self.push("input", "", ValueRole::Input(n), &[], data)
+    }
+
+    fn op(&mut self, op: &str, scope: &str, inputs: &[usize], data: &[f32]) -> usize {
+        self.push(op, scope, ValueRole::Intermediate, inputs, data)
+    }
+
+    fn output(&mut self, n: usize, from: usize) -> usize {
+        let data = match &self.values[from].tensor {
+            Some(t) => t.data.to_f64_vec().iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            None => vec![],
+        };
+        self.push("output", "", ValueRole::Output(n), &[from], &data)
+    }
+
+    fn build(self) -> Capture {
+        Capture {
+            side: self.side,
+            values: self.values,
+            uncapturable: vec![],
+        }
+    }
+}
+
+fn pair_of(p: &Pairing, torch: usize) -> Option<&Pair> {
+    p.layers.iter().find(|l| l.torch == torch)
+}
+
+/// conv -> bn -> relu in TorchScript; the legacy exporter's Conv (conv scope) computes the
+/// bn output, and there is no bn node.
+#[test]
+fn legacy_fused_conv_pairs_with_batchnorm_output() {
+    let x = [1.0, -2.0, 3.0];
+    let conv = [2.0, -4.0, 6.0];
+    let bn = [0.5, -1.5, 2.5];
+    let relu = [0.5, 0.0, 2.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "conv1", &[ti], &conv);
+    let tb = t.op("aten::batch_norm", "bn1", &[tc], &bn);
+    let tr = t.op("aten::relu_", "relu", &[tb], &relu);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "conv1", &[oi], &bn);
+    let or = o.op("Relu", "relu", &[oc], &relu);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    let bn_pair = pair_of(&p, tb).expect("bn paired");
+    assert_eq!(bn_pair.onnx, oc);
+    assert_eq!(bn_pair.paired_by, PairedBy::Fusion);
+    assert_eq!(bn_pair.fused, vec![tc]);
+    assert!(pair_of(&p, tc).is_none(), "conv output must not be compared with the fused Conv");
+    assert_eq!(pair_of(&p, tr).unwrap().onnx, or);
+    let conv_note = p.unpaired.iter().find(|u| u.id == tc && u.side == Side::Torch).unwrap();
+    assert!(conv_note.accounted && conv_note.reason.contains("fused into"));
+    assert_eq!(p.coverage.torch_layers_paired, p.coverage.torch_layers_total);
+}
+
+/// Same network, dynamo style: the fused Conv carries the bn scope; the conv has no node.
+#[test]
+fn dynamo_fused_conv_in_batchnorm_scope_accounts_for_the_conv() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let tc = t.op("aten::_convolution", "conv1", &[ti], &[3.0, 4.0]);
+    let tb = t.op("aten::batch_norm", "bn1", &[tc], &[0.1, 0.2]);
+    t.output(0, tb);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oc = o.op("Conv", "bn1", &[oi], &[0.1, 0.2]);
+    o.output(0, oc);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let pr = pair_of(&p, tb).unwrap();
+    assert_eq!(pr.onnx, oc);
+    assert_eq!(pr.fused, vec![tc]);
+    assert_eq!(p.coverage.torch_layers_paired, 2);
+}
+
+/// A fault inside the fused block must not make the pairing fall back to the conv output:
+/// the values only choose between the two structural candidates.
+#[test]
+fn fusion_choice_survives_a_faulty_channel() {
+    let conv = [10.0, 20.0, 30.0, 40.0];
+    let bn = [1.0, 2.0, 3.0, 4.0];
+    let faulty = [1.0, 2.0, 3.15, 4.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[0.0; 4]);
+    let tc = t.op("aten::_convolution", "conv", &[ti], &conv);
+    let tb = t.op("aten::batch_norm", "bn", &[tc], &bn);
+    t.output(0, tb);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[0.0; 4]);
+    let oc = o.op("Conv", "conv", &[oi], &faulty);
+    o.output(0, oc);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tb).unwrap().onnx, oc);
+}
+
+#[test]
+fn module_called_twice_pairs_each_call_with_its_suffix() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0]);
+    let r0 = t.op("aten::relu", "block.relu", &[ti], &[1.0]);
+    let c = t.op("aten::_convolution", "block.conv", &[r0], &[2.0]);
+    let r1 = t.op("aten::relu", "block.relu", &[c], &[2.0]);
+    t.output(0, r1);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0]);
+    let o0 = o.op("Relu", "block.relu", &[oi], &[1.0]);
+    let oc = o.op("Conv", "block.conv", &[o0], &[2.0]);
+    let o1 = o.op("Relu", "block.relu_1", &[oc], &[2.0]);
+    o.output(0, o1);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, r0).unwrap().onnx, o0);
+    assert_eq!(pair_of(&p, c).unwrap().onnx, oc);
+    assert_eq!(pair_of(&p, r1).unwrap().onnx, o1);
+}
+
+#[test]
+fn top_level_functional_ops_pair_by_kind_and_order() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let up = t.op("aten::upsample_bilinear2d", "", &[ti], &[1.0, 1.5, 2.0, 2.0]);
+    let cat = t.op("aten::cat", "", &[up, up], &[0.0; 8]);
+    let add = t.op("aten::add", "", &[cat, cat], &[0.0; 8]);
+    t.output(0, add);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let shape = o.op("Shape", "", &[oi], &[2.0]);
+    let oup = o.op("Resize", "", &[oi, shape], &[1.0, 1.5, 2.0, 2.0]);
+    let ocat = o.op("Concat", "", &[oup, oup], &[0.0; 8]);
+    let oadd = o.op("Add", "", &[ocat, ocat], &[0.0; 8]);
+    o.output(0, oadd);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, up).unwrap().onnx, oup);
+    assert_eq!(pair_of(&p, cat).unwrap().onnx, ocat);
+    assert_eq!(pair_of(&p, add).unwrap().onnx, oadd);
+    assert!(p.layers.iter().all(|l| l.paired_by == PairedBy::OpOrder));
+}
+
+#[test]
+fn decomposed_module_pairs_with_its_last_node() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let g = t.op("aten::gelu", "mlp.act", &[ti], &[0.8, 1.9]);
+    t.output(0, g);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let d = o.op("Div", "mlp.act", &[oi], &[0.7, 1.4]);
+    let e = o.op("Erf", "mlp.act", &[d], &[0.6, 0.9]);
+    let a = o.op("Add", "mlp.act", &[e], &[1.6, 1.9]);
+    let m1 = o.op("Mul", "mlp.act", &[oi, a], &[1.6, 3.8]);
+    let m2 = o.op("Mul", "mlp.act", &[m1], &[0.8, 1.9]);
+    o.output(0, m2);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, g).unwrap().onnx, m2);
+    assert_eq!(p.coverage.onnx_nodes_paired, p.coverage.onnx_nodes_total);
+}
+
+#[test]
+fn dropout_is_accounted_for_not_unpaired() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0]);
+    let c = t.op("aten::_convolution", "conv", &[ti], &[2.0]);
+    let d = t.op("aten::dropout", "drop", &[c], &[2.0]);
+    t.output(0, d);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0]);
+    let oc = o.op("Conv", "conv", &[oi], &[2.0]);
+    o.output(0, oc);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(p.coverage.torch_layers_paired, p.coverage.torch_layers_total);
+    let note = p.unpaired.iter().find(|u| u.id == d).unwrap();
+    assert!(note.accounted);
+}
+
+#[test]
+fn different_input_counts_are_an_error() {
+    let mut t = Builder::new(Side::Torch);
+    let a = t.input(0, &[1.0]);
+    t.input(1, &[1.0]);
+    t.output(0, a);
+    let mut o = Builder::new(Side::Onnx);
+    let b = o.input(0, &[1.0]);
+    o.output(0, b);
+    let err = pair(&t.build(), &o.build()).unwrap_err().to_string();
+    assert!(err.contains("different inputs"), "{err}");
+}
+
+#[test]
+fn different_networks_fail_loudly() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let mut last = ti;
+    for i in 0..5 {
+        last = t.op("aten::_convolution", &format!("conv{i}"), &[last], &[1.0, 2.0]);
+    }
+    t.output(0, last);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let mut olast = oi;
+    for i in 0..5 {
+        olast = o.op("Softmax", &format!("head{i}"), &[olast], &[1.0, 2.0]);
+    }
+    o.output(0, olast);
+    let err = pair(&t.build(), &o.build()).unwrap_err().to_string();
+    assert!(err.contains("do not look like the same network"), "{err}");
+}
+
+#[test]
+fn onnx_without_scopes_pairs_by_global_order() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0]);
+    let c = t.op("aten::_convolution", "conv", &[ti], &[2.0]);
+    let r = t.op("aten::relu", "act", &[c], &[2.0]);
+    t.output(0, r);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0]);
+    let oc = o.op("Conv", "", &[oi], &[2.0]);
+    let or = o.op("Relu", "", &[oc], &[2.0]);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, c).unwrap().paired_by, PairedBy::GlobalOrder);
+    assert_eq!(pair_of(&p, r).unwrap().onnx, or);
+}

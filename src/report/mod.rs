@@ -1,0 +1,57 @@
+//! Report sinks. Each writer turns the one `Outcome` into a format; adding a format is adding
+//! one file here.
+//!
+//! Files are written to a temporary sibling and renamed into place, so an interrupted run
+//! never leaves half a report for CI to read.
+
+pub mod json;
+pub mod terminal;
+
+use anyhow::{anyhow, Context, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// Writes `bytes` to `path` atomically, or to stdout when `path` is `-`.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes)?;
+        out.flush()?;
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(anyhow!(
+            "cannot write {}: folder {} does not exist",
+            path.display(),
+            dir.display()
+        ));
+    }
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("cannot write {}: not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            e
+        })
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `layer1.0.conv1`, or a readable stand-in for values outside any module.
+pub fn module_label(module: &str) -> &str {
+    if module.is_empty() {
+        "(top level)"
+    } else {
+        module
+    }
+}

@@ -1,0 +1,242 @@
+//! The terminal report: verdict first, then a table of layers that stays readable for a
+//! thousand of them.
+//!
+//! Without `--all` the table shows the layers around the first divergence and the worst N
+//! by error relative to range, with a line saying how many rows were left out. Colour is
+//! used only when stdout is a terminal and `NO_COLOR` is unset.
+
+use super::module_label;
+use crate::outcome::{LayerResult, Outcome, Verdict};
+use crate::tensor::format_shape;
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+pub struct TableOptions {
+    pub all_rows: bool,
+    pub worst: usize,
+    pub color: bool,
+    pub verbose: bool,
+}
+
+/// Rows shown on each side of the first divergence.
+const CONTEXT_ROWS: usize = 3;
+/// Below this many layers the whole table is always shown.
+const SHOW_ALL_BELOW: usize = 40;
+
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(&self, code: &str, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn red(&self, s: &str) -> String {
+        self.wrap("1;31", s)
+    }
+    fn green(&self, s: &str) -> String {
+        self.wrap("1;32", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+}
+
+pub fn fmt_num(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf".into() } else { "-inf".into() }
+    } else if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().rev().take(width - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("…{tail}")
+    }
+}
+
+/// The indices of the rows the table shows.
+fn chosen_rows(outcome: &Outcome, opts: &TableOptions) -> BTreeSet<usize> {
+    let n = outcome.layers.len();
+    if opts.all_rows || n <= SHOW_ALL_BELOW {
+        return (0..n).collect();
+    }
+    let mut rows = BTreeSet::new();
+    for origin in &outcome.divergence_origins {
+        let i = origin.layer_index;
+        rows.extend(i.saturating_sub(CONTEXT_ROWS)..(i + CONTEXT_ROWS + 1).min(n));
+    }
+    let mut by_error: Vec<&LayerResult> = outcome.layers.iter().collect();
+    by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));
+    rows.extend(by_error.iter().take(opts.worst).map(|l| l.index));
+    rows.insert(n - 1);
+    rows
+}
+
+pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
+    let paint = Paint(opts.color);
+    let mut out = String::new();
+    let failed_layers = outcome.layers.iter().filter(|l| !l.cmp.pass).count();
+    match outcome.verdict {
+        Verdict::Pass => {
+            let _ = writeln!(
+                out,
+                "{} {} layers and {} output(s) within tolerance; coverage {:.1}% of TorchScript layers",
+                paint.green("PASS"),
+                outcome.layers.len(),
+                outcome.outputs.len(),
+                outcome.coverage.torch_ratio * 100.0
+            );
+        }
+        Verdict::Fail => {
+            let first = match &outcome.first_divergence {
+                Some(d) => format!(
+                    "first divergence at {} ({}) = ONNX {} [{}]{}: error {} of range",
+                    module_label(&d.module),
+                    if d.module_type.is_empty() { &d.torch_op } else { &d.module_type },
+                    d.onnx_node,
+                    d.onnx_op,
+                    d.source.as_ref().map(|s| format!(" at {s}")).unwrap_or_default(),
+                    fmt_num(d.rel_to_range)
+                ),
+                None => outcome.gate_failures.join("; "),
+            };
+            let _ = writeln!(out, "{} {first}", paint.red("FAIL"));
+            for reason in &outcome.gate_failures {
+                let _ = writeln!(out, "  - {reason}");
+            }
+            if outcome.divergence_origins.len() > 1 {
+                let _ = writeln!(
+                    out,
+                    "  {} independent origins (parallel branches): {}",
+                    outcome.divergence_origins.len(),
+                    outcome
+                        .divergence_origins
+                        .iter()
+                        .map(|d| module_label(&d.module).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    let _ = writeln!(out);
+    let rows = chosen_rows(outcome, opts);
+    let header = format!(
+        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
+        "#", "module", "class", "ONNX node", "op", "shape", "max abs", "rel/range", "cosine", "SNR dB", "verdict"
+    );
+    let _ = writeln!(out, "{}", paint.dim(&header));
+    let mut last: Option<usize> = None;
+    for &i in &rows {
+        if let Some(prev) = last {
+            if i > prev + 1 {
+                let _ = writeln!(out, "{}", paint.dim(&format!("{:>4}  … {} layers", "", i - prev - 1)));
+            }
+        }
+        last = Some(i);
+        let l = &outcome.layers[i];
+        let verdict = if l.cmp.pass {
+            paint.green("ok")
+        } else if l.upstream_failed {
+            paint.red("FAIL (inherited)")
+        } else {
+            paint.red("FAIL")
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
+            i,
+            truncate(module_label(&l.module), 28),
+            truncate(&l.module_type, 14),
+            truncate(&l.onnx_node, 30),
+            truncate(&l.onnx_op, 12),
+            truncate(&format_shape(&l.cmp.shape), 14),
+            fmt_num(l.cmp.max_abs),
+            fmt_num(l.cmp.rel_to_range),
+            fmt_num(l.cmp.cosine),
+            if l.cmp.snr_db.is_finite() { format!("{:.1}", l.cmp.snr_db) } else { "inf".into() },
+            verdict
+        );
+    }
+    if let Some(prev) = last {
+        if prev + 1 < outcome.layers.len() {
+            let _ = writeln!(out, "{}", paint.dim(&format!("{:>4}  … {} layers", "", outcome.layers.len() - prev - 1)));
+        }
+    }
+    if rows.len() < outcome.layers.len() {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint.dim(&format!(
+                "showing {} of {} layers (around the divergence and the {} worst); --all shows every layer",
+                rows.len(),
+                outcome.layers.len(),
+                opts.worst
+            ))
+        );
+    }
+    let _ = writeln!(out);
+    for o in &outcome.outputs {
+        let _ = writeln!(
+            out,
+            "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}",
+            truncate(&o.name, 20),
+            format_shape(&o.cmp.shape),
+            fmt_num(o.cmp.max_abs),
+            fmt_num(o.cmp.rel_to_range),
+            if o.cmp.pass { paint.green("ok") } else { paint.red("FAIL") }
+        );
+    }
+    let c = &outcome.coverage;
+    let _ = writeln!(
+        out,
+        "coverage: {}/{} TorchScript layers ({:.1}%), {}/{} ONNX nodes ({:.1}%); {} failing layer(s)",
+        c.counts.torch_layers_paired,
+        c.counts.torch_layers_total,
+        c.torch_ratio * 100.0,
+        c.counts.onnx_nodes_paired,
+        c.counts.onnx_nodes_total,
+        c.onnx_ratio * 100.0,
+        failed_layers
+    );
+    if !c.uncapturable.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} value(s) inside if/loop bodies cannot be captured (see the JSON report's coverage.uncapturable)",
+            c.uncapturable.len()
+        );
+    }
+    if opts.verbose {
+        let t = &outcome.timing;
+        let _ = writeln!(
+            out,
+            "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s, pairing {:.3}s, statistics {:.3}s, total {:.3}s",
+            t.load_s, t.torch_run_s, t.onnx_run_s, t.pairing_s, t.statistics_s, t.total_s
+        );
+        for u in c.unpaired.iter().filter(|u| !u.accounted) {
+            let _ = writeln!(
+                out,
+                "unpaired {:?} {} [{}] in {}: {}",
+                u.side,
+                u.name,
+                u.op,
+                module_label(&u.module),
+                u.reason
+            );
+        }
+    }
+    out
+}

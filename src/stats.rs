@@ -1,0 +1,1014 @@
+//! Error statistics of one (reference, test) tensor pair: how far the test runtime's values
+//! are from the reference's, where the worst element is, how many elements break the
+//! tolerance, and how non-finite values line up. Everything is computed in f64 from the exact
+//! values each runtime produced (fp16 stays fp16 until widened here), in one pass over the
+//! data, in parallel over fixed chunks for large tensors so that the result does not depend on
+//! the number of threads. A mismatch is a value (`ErrorStats::mismatches`), never an error;
+//! the only error is a pair that cannot be compared at all (`ShapeMismatch`).
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::tensor::{format_shape, with_data, HostTensor, TensorData};
+use crate::tolerance::Tolerance;
+
+/// Elements per chunk. Tensors up to this size are done on the calling thread; larger ones are
+/// split at these fixed boundaries and the chunks run in parallel. The boundaries never depend
+/// on the thread count, and partial results are merged in chunk order, so the f64 sums (and
+/// everything else) are bit-identical however many threads rayon has.
+const CHUNK: usize = 64 * 1024;
+
+/// Lower edges of the decade bins of the error histogram: `[1e-12, 1e-11)` ... `[1e1, 1e2)`,
+/// and `[1e2, inf)` above the last one.
+const DECADE_EDGES: [f64; 15] = [
+    1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2,
+];
+
+/// Bin 0 (exactly zero), bin 1 (below 1e-12), then one bin per lower edge in `DECADE_EDGES`.
+const N_BINS: usize = 2 + DECADE_EDGES.len();
+
+/// Log-binned histogram of `|t - r|` over the element pairs where both sides are finite.
+///
+/// Bins (see `Histogram::edges` and `Histogram::labels`): bin 0 counts errors that are exactly
+/// 0; bin 1 counts `0 < e < 1e-12`; bins 2..=15 the decades `[1e-12, 1e-11)` ... `[1e1, 1e2)`;
+/// bin 16 counts `e >= 1e2` (including an error that overflowed to infinity).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Histogram {
+    pub bins: Vec<u64>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            bins: vec![0; N_BINS],
+        }
+    }
+}
+
+impl Histogram {
+    /// The `bins.len() + 1` bin boundaries `[0, 0, 1e-12, 1e-11, ..., 1e1, 1e2, inf]`.
+    ///
+    /// Bin `i` holds the errors `e` with `edges[i] <= e < edges[i + 1]`, except the first two:
+    /// bin 0 is the single value `e == 0` (hence the repeated 0) and bin 1 is `0 < e < 1e-12`.
+    pub fn edges() -> Vec<f64> {
+        let mut edges = vec![0.0, 0.0];
+        edges.extend_from_slice(&DECADE_EDGES);
+        edges.push(f64::INFINITY);
+        edges
+    }
+
+    /// One human-readable label per bin, for tables and charts: `0`, `(0, 1e-12)`,
+    /// `[1e-12, 1e-11)`, ..., `[1e2, inf)`.
+    pub fn labels() -> Vec<String> {
+        let edges = Self::edges();
+        (0..N_BINS)
+            .map(|i| match i {
+                0 => "0".to_string(),
+                1 => format!("(0, {:e})", edges[2]),
+                _ if edges[i + 1].is_infinite() => format!("[{:e}, inf)", edges[i]),
+                _ => format!("[{:e}, {:e})", edges[i], edges[i + 1]),
+            })
+            .collect()
+    }
+
+    /// Number of errors counted (the finite element pairs).
+    pub fn total(&self) -> u64 {
+        self.bins.iter().sum()
+    }
+}
+
+/// Which histogram bin an error `e >= 0` falls in.
+#[inline]
+fn bin_of(e: f64) -> usize {
+    // A branch-free binary search over the 15 decade edges (padded to 16 with +inf): four
+    // compare-and-adds, where a branching search mispredicts on noisy errors and a linear
+    // count costs fifteen. Exact at the edges, unlike log10. `above` ends as the number of
+    // edges <= e; zero is below every edge, so it lands in bin 0 and every other error one
+    // bin further up.
+    const PADDED: [f64; 16] = {
+        let mut p = [f64::INFINITY; 16];
+        let mut i = 0;
+        while i < DECADE_EDGES.len() {
+            p[i] = DECADE_EDGES[i];
+            i += 1;
+        }
+        p
+    };
+    let mut above = 0;
+    for step in [8, 4, 2, 1] {
+        above += step * (PADDED[above + step - 1] <= e) as usize;
+    }
+    (e != 0.0) as usize + above
+}
+
+/// Error statistics of one tensor pair (reference = TorchScript, test = ONNX Runtime).
+///
+/// The numeric statistics (`max_abs` ... `snr_db`, histogram) are over the element pairs where
+/// both sides are finite; NaN and infinities are counted separately per side and only enter
+/// `mismatches` through `nonfinite_mismatch`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ErrorStats {
+    pub numel: usize,
+    /// Largest `|t - r|`.
+    pub max_abs: f64,
+    /// Row-major multi-index of the first element with the largest error; empty when there is
+    /// no finite pair (numel 0, or every pair has a NaN/Inf).
+    pub max_abs_index: Vec<usize>,
+    /// Mean of `|t - r|` over the finite pairs.
+    pub mean_abs: f64,
+    /// Root mean square of `t - r` over the finite pairs.
+    pub rmse: f64,
+    /// Largest `|t - r| / |r|` over finite pairs with `|r| > f64::MIN_POSITIVE`; 0 if none.
+    pub max_rel: f64,
+    /// `max_abs / ref_max_abs`: the error relative to the reference's range. 0 when both are
+    /// 0; infinite when the reference is all zeros and the test is not.
+    pub rel_to_range: f64,
+    /// Largest finite `|r|`.
+    pub ref_max_abs: f64,
+    /// Cosine similarity of the two tensors as vectors: 1.0 when both are all zeros, 0 when
+    /// exactly one is. Blind to scale errors, so never a gate on its own.
+    pub cosine: f64,
+    /// `10 * log10(sum r^2 / sum (t - r)^2)`; +inf when identical (a JSON writer must map
+    /// non-finite values itself, this stays a plain f64).
+    pub snr_db: f64,
+    /// Elements outside the tolerance (see `compare`), including non-finite mismatches.
+    pub mismatches: usize,
+    /// `mismatches / numel` (0 when numel is 0).
+    pub mismatch_ratio: f64,
+    pub nan_ref: usize,
+    pub nan_test: usize,
+    /// Infinities of either sign.
+    pub inf_ref: usize,
+    pub inf_test: usize,
+    /// Positions where the finiteness pattern differs: NaN vs a number, +inf vs -inf, a number
+    /// vs an infinity, NaN vs an infinity.
+    pub nonfinite_mismatch: usize,
+    pub histogram: Histogram,
+}
+
+impl ErrorStats {
+    /// True when every element is within tolerance.
+    pub fn passes(&self) -> bool {
+        self.mismatches == 0
+    }
+}
+
+/// The pair cannot be compared element by element: shapes (or element counts) differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeMismatch {
+    pub reference_shape: Vec<usize>,
+    pub reference_numel: usize,
+    pub test_shape: Vec<usize>,
+    pub test_numel: usize,
+}
+
+impl std::fmt::Display for ShapeMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "shape mismatch: reference is {} ({} elements), test is {} ({} elements)",
+            format_shape(&self.reference_shape),
+            self.reference_numel,
+            format_shape(&self.test_shape),
+            self.test_numel
+        )
+    }
+}
+
+impl std::error::Error for ShapeMismatch {}
+
+/// Element types as the statistics see them: widened to f64. Lets the inner loop be generic
+/// over slices, so the dtype is matched once per tensor pair and never per element.
+trait Widen: Copy + Send + Sync {
+    fn widen(self) -> f64;
+}
+
+macro_rules! widen_as {
+    ($($t:ty),*) => {
+        $(impl Widen for $t {
+            #[inline(always)]
+            fn widen(self) -> f64 {
+                self as f64
+            }
+        })*
+    };
+}
+widen_as!(f32, f64, i8, i16, i32, i64, u8);
+
+impl Widen for f16 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl Widen for bf16 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl Widen for bool {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self as u8 as f64
+    }
+}
+
+/// Partial statistics of one chunk; chunks merge in order into the whole tensor's.
+#[derive(Debug, Clone)]
+struct Accumulator {
+    /// Pairs where both sides are finite: the population of every numeric statistic.
+    finite_pairs: usize,
+    /// -1 until the first finite pair, so the first one always wins.
+    max_abs: f64,
+    /// Flat index of `max_abs` (first occurrence); meaningless while `max_abs < 0`.
+    max_abs_at: usize,
+    sum_abs: f64,
+    sum_err_sq: f64,
+    sum_ref_sq: f64,
+    sum_test_sq: f64,
+    sum_dot: f64,
+    max_rel: f64,
+    mismatches: usize,
+    nan_ref: usize,
+    nan_test: usize,
+    inf_ref: usize,
+    inf_test: usize,
+    nonfinite_mismatch: usize,
+    bins: [u64; N_BINS],
+}
+
+impl Accumulator {
+    fn new() -> Self {
+        Accumulator {
+            finite_pairs: 0,
+            max_abs: -1.0,
+            max_abs_at: 0,
+            sum_abs: 0.0,
+            sum_err_sq: 0.0,
+            sum_ref_sq: 0.0,
+            sum_test_sq: 0.0,
+            sum_dot: 0.0,
+            max_rel: 0.0,
+            mismatches: 0,
+            nan_ref: 0,
+            nan_test: 0,
+            inf_ref: 0,
+            inf_test: 0,
+            nonfinite_mismatch: 0,
+            bins: [0; N_BINS],
+        }
+    }
+
+    /// Folds in the chunk that comes right after `self`'s. On a tie for `max_abs` the earlier
+    /// element is kept, so the reported index is the first worst element.
+    fn merge(mut self, later: &Accumulator) -> Self {
+        self.finite_pairs += later.finite_pairs;
+        if later.max_abs > self.max_abs {
+            self.max_abs = later.max_abs;
+            self.max_abs_at = later.max_abs_at;
+        }
+        self.sum_abs += later.sum_abs;
+        self.sum_err_sq += later.sum_err_sq;
+        self.sum_ref_sq += later.sum_ref_sq;
+        self.sum_test_sq += later.sum_test_sq;
+        self.sum_dot += later.sum_dot;
+        self.max_rel = self.max_rel.max(later.max_rel);
+        self.mismatches += later.mismatches;
+        self.nan_ref += later.nan_ref;
+        self.nan_test += later.nan_test;
+        self.inf_ref += later.inf_ref;
+        self.inf_test += later.inf_test;
+        self.nonfinite_mismatch += later.nonfinite_mismatch;
+        for (a, b) in self.bins.iter_mut().zip(later.bins.iter()) {
+            *a += b;
+        }
+        self
+    }
+
+    /// One pass over a chunk. `offset` is the flat index of the chunk's first element;
+    /// `atol_scaled` is `tol.atol * max(1, ref_max_abs)`.
+    fn scan<R: Widen, T: Widen>(
+        reference: &[R],
+        test: &[T],
+        offset: usize,
+        atol_scaled: f64,
+        rtol: f64,
+    ) -> Self {
+        let mut acc = Accumulator::new();
+        for (i, (&r, &t)) in reference.iter().zip(test.iter()).enumerate() {
+            let r = r.widen();
+            let t = t.widen();
+            if r.is_finite() && t.is_finite() {
+                let err = t - r;
+                let e = err.abs();
+                acc.finite_pairs += 1;
+                acc.sum_abs += e;
+                acc.sum_err_sq += err * err;
+                acc.sum_ref_sq += r * r;
+                acc.sum_test_sq += t * t;
+                acc.sum_dot += r * t;
+                if e > acc.max_abs {
+                    acc.max_abs = e;
+                    acc.max_abs_at = offset + i;
+                }
+                let r_abs = r.abs();
+                if r_abs > f64::MIN_POSITIVE {
+                    // A compare-and-branch, rarely taken, instead of `f64::max`: keeps the
+                    // running maximum off the loop's critical dependency chain.
+                    let rel = e / r_abs;
+                    if rel > acc.max_rel {
+                        acc.max_rel = rel;
+                    }
+                }
+                let bound = atol_scaled + rtol * r_abs;
+                if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound) {
+                    acc.mismatches += 1;
+                }
+                acc.bins[bin_of(e)] += 1;
+            } else {
+                acc.nan_ref += r.is_nan() as usize;
+                acc.nan_test += t.is_nan() as usize;
+                acc.inf_ref += r.is_infinite() as usize;
+                acc.inf_test += t.is_infinite() as usize;
+                // Both NaN, or the same infinity, is agreement; anything else here differs in
+                // finiteness (a finite value never equals an infinity).
+                let agree = (r.is_nan() && t.is_nan()) || r == t;
+                if !agree {
+                    acc.mismatches += 1;
+                    acc.nonfinite_mismatch += 1;
+                }
+            }
+        }
+        acc
+    }
+}
+
+/// Largest finite `|r|`, a first read of the reference alone (the element bound needs it).
+fn finite_max_abs<R: Widen>(reference: &[R]) -> f64 {
+    let scan = |chunk: &[R]| {
+        chunk
+            .iter()
+            .map(|&r| r.widen().abs())
+            .filter(|a| a.is_finite())
+            .fold(0.0_f64, f64::max)
+    };
+    if reference.len() <= CHUNK {
+        scan(reference)
+    } else {
+        // A max is exact in any order, so a plain parallel reduce is deterministic.
+        reference
+            .par_chunks(CHUNK)
+            .map(scan)
+            .reduce(|| 0.0, f64::max)
+    }
+}
+
+/// Statistics of two equally long slices; the typed core of `compare`.
+fn compare_slices<R: Widen, T: Widen>(
+    reference: &[R],
+    test: &[T],
+    tol: Tolerance,
+) -> (f64, Accumulator) {
+    let ref_max_abs = finite_max_abs(reference);
+    let atol_scaled = tol.atol * ref_max_abs.max(1.0);
+    let acc = if reference.len() <= CHUNK {
+        Accumulator::scan(reference, test, 0, atol_scaled, tol.rtol)
+    } else {
+        let parts: Vec<Accumulator> = reference
+            .par_chunks(CHUNK)
+            .zip(test.par_chunks(CHUNK))
+            .enumerate()
+            .map(|(k, (r, t))| Accumulator::scan(r, t, k * CHUNK, atol_scaled, tol.rtol))
+            .collect();
+        // `collect` keeps chunk order; merging left to right fixes the summation order.
+        parts
+            .iter()
+            .fold(Accumulator::new(), |acc, part| acc.merge(part))
+    };
+    (ref_max_abs, acc)
+}
+
+/// Row-major multi-index of flat index `flat` in `shape`.
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; shape.len()];
+    for (slot, &dim) in index.iter_mut().zip(shape.iter()).rev() {
+        *slot = flat % dim;
+        flat /= dim;
+    }
+    index
+}
+
+/// Compares `test` against `reference` element by element, in f64.
+///
+/// An element pair passes when `|t - r| <= tol.atol * scale + tol.rtol * |r|` with
+/// `scale = max(1, ref_max_abs)`: the absolute tolerance grows with the tensor's magnitude
+/// once that exceeds 1, so deep layers with large activations (where a float's spacing is
+/// larger) are not held to a tighter standard than shallow ones, while near-zero elements of
+/// a large-valued tensor are not failed for rounding noise that is small against the tensor's
+/// range. Tolerances should be finite and non-negative (`TolerancePolicy` checks this); a NaN
+/// bound fails every element.
+///
+/// Non-finite values are counted per side and kept out of the numeric statistics. Two NaNs or
+/// the same infinity on both sides agree; any other pair with a NaN or infinity is a mismatch
+/// and counts in `nonfinite_mismatch`.
+///
+/// The dtypes may differ (an fp16 export against an fp32 reference); integer and bool tensors
+/// are widened and go through the same code (integers beyond 2^53 lose precision in f64).
+/// The shapes must be equal: a reshaped or transposed tensor with the same element count is
+/// not comparable element by element, so it is a `ShapeMismatch` rather than a silent
+/// comparison of unrelated elements. Likewise if a tensor's data length disagrees with its
+/// shape.
+pub fn compare(
+    reference: &HostTensor,
+    test: &HostTensor,
+    tol: Tolerance,
+) -> Result<ErrorStats, ShapeMismatch> {
+    let expected: usize = reference.shape.iter().product();
+    if reference.shape != test.shape || reference.numel() != expected || test.numel() != expected {
+        return Err(ShapeMismatch {
+            reference_shape: reference.shape.clone(),
+            reference_numel: reference.numel(),
+            test_shape: test.shape.clone(),
+            test_numel: test.numel(),
+        });
+    }
+    let numel = expected;
+
+    // The dtype pair is matched here, once; the loops below are monomorphic.
+    let (ref_max_abs, acc) = with_data!(&reference.data, r => {
+        with_data!(&test.data, t => compare_slices(r.as_slice(), t.as_slice(), tol))
+    });
+
+    let found_max = acc.max_abs >= 0.0;
+    let max_abs = if found_max { acc.max_abs } else { 0.0 };
+    let max_abs_index = if found_max {
+        unravel(acc.max_abs_at, &reference.shape)
+    } else {
+        Vec::new()
+    };
+    let (mean_abs, rmse) = if acc.finite_pairs > 0 {
+        let n = acc.finite_pairs as f64;
+        (acc.sum_abs / n, (acc.sum_err_sq / n).sqrt())
+    } else {
+        (0.0, 0.0)
+    };
+    let rel_to_range = if ref_max_abs > 0.0 {
+        max_abs / ref_max_abs
+    } else if max_abs > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
+    let cosine = cosine(acc.sum_dot, acc.sum_ref_sq, acc.sum_test_sq);
+    let snr_db = if acc.sum_err_sq == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (acc.sum_ref_sq / acc.sum_err_sq).log10()
+    };
+    let mismatch_ratio = if numel > 0 {
+        acc.mismatches as f64 / numel as f64
+    } else {
+        0.0
+    };
+
+    Ok(ErrorStats {
+        numel,
+        max_abs,
+        max_abs_index,
+        mean_abs,
+        rmse,
+        max_rel: acc.max_rel,
+        rel_to_range,
+        ref_max_abs,
+        cosine,
+        snr_db,
+        mismatches: acc.mismatches,
+        mismatch_ratio,
+        nan_ref: acc.nan_ref,
+        nan_test: acc.nan_test,
+        inf_ref: acc.inf_ref,
+        inf_test: acc.inf_test,
+        nonfinite_mismatch: acc.nonfinite_mismatch,
+        histogram: Histogram {
+            bins: acc.bins.to_vec(),
+        },
+    })
+}
+
+/// Cosine similarity from the sums; conventions for all-zero sides as documented on
+/// `ErrorStats::cosine`.
+fn cosine(dot: f64, ref_sq: f64, test_sq: f64) -> f64 {
+    match (ref_sq == 0.0, test_sq == 0.0) {
+        (true, true) => 1.0,
+        (true, false) | (false, true) => 0.0,
+        (false, false) => {
+            // sqrt(a * b) is exact for identical sides (sqrt(a*a) == a), so identical tensors
+            // give exactly 1; fall back to the product of roots if a * b overflows.
+            let product = ref_sq * test_sq;
+            let norm = if product.is_finite() {
+                product.sqrt()
+            } else {
+                ref_sq.sqrt() * test_sq.sqrt()
+            };
+            // Rounding can push the ratio a hair past 1.
+            (dot / norm).clamp(-1.0, 1.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::DType;
+
+    fn f64t(shape: Vec<usize>, v: Vec<f64>) -> HostTensor {
+        HostTensor::new(shape, TensorData::F64(v))
+    }
+
+    fn tol(atol: f64, rtol: f64) -> Tolerance {
+        Tolerance { atol, rtol }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    #[test]
+    fn hand_computed_values() {
+        let r = HostTensor::f32(vec![4], vec![1.0, 2.0, 3.0, 4.0]);
+        let t = HostTensor::f32(vec![4], vec![1.0, 2.0, 3.0, 5.0]);
+        let s = compare(&r, &t, Tolerance::default_for(DType::F32)).unwrap();
+        assert_eq!(s.numel, 4);
+        assert_eq!(s.max_abs, 1.0);
+        assert_eq!(s.max_abs_index, vec![3]);
+        assert_eq!(s.mean_abs, 0.25);
+        assert_eq!(s.rmse, 0.5);
+        assert_eq!(s.max_rel, 0.25);
+        assert_eq!(s.rel_to_range, 0.25);
+        assert_eq!(s.ref_max_abs, 4.0);
+        // dot = 1+4+9+20 = 34, |r|^2 = 30, |t|^2 = 1+4+9+25 = 39.
+        assert!(
+            close(s.cosine, 34.0 / (30.0_f64 * 39.0).sqrt()),
+            "{}",
+            s.cosine
+        );
+        assert!(close(s.snr_db, 10.0 * 30.0_f64.log10()), "{}", s.snr_db);
+        // Bound: 1e-4 * 4 + 1e-3 * |r|; only the last element breaks it.
+        assert_eq!(s.mismatches, 1);
+        assert_eq!(s.mismatch_ratio, 0.25);
+        assert_eq!(s.nonfinite_mismatch, 0);
+        assert!(!s.passes());
+        assert_eq!(s.histogram.total(), 4);
+        assert_eq!(s.histogram.bins[0], 3);
+        assert_eq!(s.histogram.bins[bin_of(1.0)], 1);
+    }
+
+    #[test]
+    fn identical_tensors() {
+        let v: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.37).sin() * 10.0).collect();
+        let r = HostTensor::f32(vec![10, 100], v.clone());
+        let s = compare(&r, &r.clone(), tol(0.0, 0.0)).unwrap();
+        assert_eq!(s.max_abs, 0.0);
+        assert_eq!(s.max_abs_index, vec![0, 0]);
+        assert_eq!(s.mean_abs, 0.0);
+        assert_eq!(s.rmse, 0.0);
+        assert_eq!(s.max_rel, 0.0);
+        assert_eq!(s.rel_to_range, 0.0);
+        assert_eq!(s.cosine, 1.0);
+        assert_eq!(s.snr_db, f64::INFINITY);
+        assert_eq!(s.mismatches, 0);
+        assert!(s.passes());
+        assert_eq!(s.histogram.bins[0], 1000);
+    }
+
+    #[test]
+    fn empty_tensors() {
+        let r = HostTensor::f32(vec![0, 3], vec![]);
+        let s = compare(&r, &r.clone(), Tolerance::default_for(DType::F32)).unwrap();
+        assert_eq!(s.numel, 0);
+        assert_eq!(s.max_abs, 0.0);
+        assert!(s.max_abs_index.is_empty());
+        assert_eq!(
+            (s.mean_abs, s.rmse, s.max_rel, s.rel_to_range),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!(s.cosine, 1.0);
+        assert_eq!(s.snr_db, f64::INFINITY);
+        assert_eq!((s.mismatches, s.mismatch_ratio), (0, 0.0));
+        assert_eq!(s.histogram, Histogram::default());
+    }
+
+    #[test]
+    fn all_zero_sides() {
+        let z = f64t(vec![3], vec![0.0, 0.0, 0.0]);
+        let nz = f64t(vec![3], vec![0.0, 2.0, 0.0]);
+        let s = compare(&z, &z, tol(0.0, 0.0)).unwrap();
+        assert_eq!((s.cosine, s.rel_to_range), (1.0, 0.0));
+        let s = compare(&z, &nz, tol(0.0, 0.0)).unwrap();
+        assert_eq!(s.cosine, 0.0);
+        assert_eq!(s.rel_to_range, f64::INFINITY);
+        assert_eq!(s.snr_db, f64::NEG_INFINITY);
+        assert_eq!(s.max_rel, 0.0, "no reference element is non-zero");
+        let s = compare(&nz, &z, tol(0.0, 0.0)).unwrap();
+        assert_eq!(s.cosine, 0.0);
+        assert_eq!(s.rel_to_range, 1.0);
+        assert_eq!(s.max_rel, 1.0);
+    }
+
+    #[test]
+    fn nan_and_inf_counted_per_side_and_pattern_mismatch_detected() {
+        let (nan, inf) = (f64::NAN, f64::INFINITY);
+        let r = f64t(vec![7], vec![nan, inf, -inf, 1.0, nan, 2.0, 5.0]);
+        let t = f64t(vec![7], vec![nan, inf, inf, nan, 3.0, 2.0, inf]);
+        let s = compare(&r, &t, tol(0.0, 0.0)).unwrap();
+        assert_eq!((s.nan_ref, s.nan_test), (2, 2));
+        assert_eq!((s.inf_ref, s.inf_test), (2, 3));
+        // (-inf, inf), (1, NaN), (NaN, 3), (5, inf) differ; (NaN, NaN) and (inf, inf) agree.
+        assert_eq!(s.nonfinite_mismatch, 4);
+        assert_eq!(s.mismatches, 4);
+        // Only (2, 2) is a finite pair.
+        assert_eq!(s.max_abs, 0.0);
+        assert_eq!(s.max_abs_index, vec![5]);
+        assert_eq!(s.ref_max_abs, 5.0, "finite reference values only");
+        assert_eq!(s.histogram.total(), 1);
+        assert_eq!(s.cosine, 1.0);
+        assert!(s.mean_abs.is_finite() && s.rmse.is_finite());
+
+        // Matching non-finite patterns are not mismatches.
+        let s = compare(&r, &r.clone(), tol(0.0, 0.0)).unwrap();
+        assert_eq!((s.mismatches, s.nonfinite_mismatch), (0, 0));
+        assert_eq!((s.nan_ref, s.nan_test, s.inf_ref, s.inf_test), (2, 2, 2, 2));
+    }
+
+    #[test]
+    fn all_nonfinite_has_no_worst_element() {
+        let r = f64t(vec![2], vec![f64::NAN, f64::INFINITY]);
+        let s = compare(&r, &r.clone(), tol(0.0, 0.0)).unwrap();
+        assert!(s.max_abs_index.is_empty());
+        assert_eq!(s.max_abs, 0.0);
+        assert_eq!(s.mismatches, 0);
+    }
+
+    #[test]
+    fn multi_index_of_max_in_2x3() {
+        let r = f64t(vec![2, 3], vec![0.0; 6]);
+        let t = f64t(vec![2, 3], vec![0.1, -0.2, 0.0, 0.3, -0.9, 0.5]);
+        let s = compare(&r, &t, tol(0.0, 0.0)).unwrap();
+        assert_eq!(s.max_abs, 0.9);
+        assert_eq!(s.max_abs_index, vec![1, 1]);
+        // Ties go to the first element in row-major order.
+        let t = f64t(vec![2, 3], vec![0.0, 0.0, 0.7, -0.7, 0.0, 0.7]);
+        let s = compare(&r, &t, tol(0.0, 0.0)).unwrap();
+        assert_eq!(s.max_abs_index, vec![0, 2]);
+        // A scalar has an empty multi-index.
+        let s = compare(
+            &f64t(vec![], vec![1.0]),
+            &f64t(vec![], vec![2.0]),
+            tol(0.0, 0.0),
+        )
+        .unwrap();
+        assert_eq!((s.max_abs, s.max_abs_index.len()), (1.0, 0));
+    }
+
+    #[test]
+    fn fp16_test_against_f32_reference() {
+        let values = [0.1_f32, -1.7, 2.71, 1000.3, 0.0];
+        let r = HostTensor::f32(vec![5], values.to_vec());
+        let t = HostTensor::new(
+            vec![5],
+            TensorData::F16(values.iter().map(|&v| f16::from_f32(v)).collect()),
+        );
+        let worst = values
+            .iter()
+            .map(|&v| (f16::from_f32(v).to_f64() - v as f64).abs())
+            .fold(0.0, f64::max);
+        let s = compare(&r, &t, Tolerance::default_for(DType::F16)).unwrap();
+        assert_eq!(s.max_abs, worst);
+        assert!(worst > 0.0);
+        assert_eq!(
+            s.mismatches, 0,
+            "fp16 rounding is within the fp16 tolerance"
+        );
+        // Held to exactness the rounding shows up.
+        let s = compare(&r, &t, tol(0.0, 0.0)).unwrap();
+        assert!(s.mismatches >= 3);
+        // fp16 overflow: 70000 becomes +inf in fp16, a non-finite mismatch.
+        let r = HostTensor::f32(vec![1], vec![70000.0]);
+        let t = HostTensor::new(vec![1], TensorData::F16(vec![f16::from_f32(70000.0)]));
+        let s = compare(&r, &t, Tolerance::default_for(DType::F16)).unwrap();
+        assert_eq!((s.inf_test, s.nonfinite_mismatch, s.mismatches), (1, 1, 1));
+        // bf16 on the other side works too.
+        let t = HostTensor::new(vec![1], TensorData::Bf16(vec![bf16::from_f32(70000.0)]));
+        let s = compare(&r, &t, Tolerance::default_for(DType::Bf16)).unwrap();
+        assert_eq!(s.mismatches, 0);
+    }
+
+    #[test]
+    fn integer_and_bool_tensors_exact() {
+        let r = HostTensor::new(vec![4], TensorData::I64(vec![1, 2, 3, -4]));
+        let same = HostTensor::new(vec![4], TensorData::I32(vec![1, 2, 3, -4]));
+        let off = HostTensor::new(vec![4], TensorData::I64(vec![1, 2, 4, -4]));
+        let exact = Tolerance::default_for(DType::I64);
+        let s = compare(&r, &same, exact).unwrap();
+        assert_eq!((s.mismatches, s.max_abs), (0, 0.0));
+        let s = compare(&r, &off, exact).unwrap();
+        assert_eq!(s.mismatches, 1);
+        assert_eq!(s.max_abs_index, vec![2]);
+
+        let b = HostTensor::new(vec![3], TensorData::Bool(vec![true, false, true]));
+        let c = HostTensor::new(vec![3], TensorData::Bool(vec![true, true, true]));
+        let s = compare(&b, &c, Tolerance::default_for(DType::Bool)).unwrap();
+        assert_eq!(
+            (s.mismatches, s.max_abs, s.max_abs_index.clone()),
+            (1, 1.0, vec![1])
+        );
+        let u = HostTensor::new(vec![3], TensorData::U8(vec![1, 0, 1]));
+        let s = compare(&b, &u, Tolerance::default_for(DType::Bool)).unwrap();
+        assert!(s.passes());
+    }
+
+    #[test]
+    fn bound_scales_atol_with_reference_magnitude() {
+        // max|ref| = 100, atol 1e-4 -> bound 1e-2 for near-zero elements.
+        let r = f64t(vec![3], vec![100.0, 0.0, 0.0]);
+        let t = f64t(vec![3], vec![100.0, 0.0099, 0.0101]);
+        let s = compare(&r, &t, tol(1e-4, 0.0)).unwrap();
+        assert_eq!(s.mismatches, 1);
+        assert_eq!(s.max_abs_index, vec![2]);
+        // Below magnitude 1 the scale stays 1: bound is atol itself.
+        let r = f64t(vec![3], vec![0.5, 0.0, 0.0]);
+        let t = f64t(vec![3], vec![0.5, 0.99e-4, 1.01e-4]);
+        let s = compare(&r, &t, tol(1e-4, 0.0)).unwrap();
+        assert_eq!(s.mismatches, 1);
+        // rtol adds per element: |r| = 50, rtol 1e-2 -> +0.5 on top of 1e-4 * 100.
+        let r = f64t(vec![2], vec![100.0, 50.0]);
+        let t = f64t(vec![2], vec![100.0, 50.509]);
+        assert_eq!(compare(&r, &t, tol(1e-4, 1e-2)).unwrap().mismatches, 0);
+        let t = f64t(vec![2], vec![100.0, 50.511]);
+        assert_eq!(compare(&r, &t, tol(1e-4, 1e-2)).unwrap().mismatches, 1);
+    }
+
+    #[test]
+    fn mismatch_ratio() {
+        let r = f64t(vec![8], vec![1.0; 8]);
+        let t = f64t(vec![8], vec![1.0, 2.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0]);
+        let s = compare(&r, &t, tol(1e-3, 0.0)).unwrap();
+        assert_eq!((s.mismatches, s.mismatch_ratio), (2, 0.25));
+    }
+
+    #[test]
+    fn histogram_bin_placement_and_edges() {
+        let errors = [0.0, 5e-13, 1e-12, 3e-5, 1e-4, 0.5, 50.0, 100.0, 1e300];
+        let r = f64t(vec![errors.len()], vec![0.0; errors.len()]);
+        let t = f64t(vec![errors.len()], errors.to_vec());
+        let s = compare(&r, &t, tol(0.0, 0.0)).unwrap();
+        let mut expected = vec![0u64; N_BINS];
+        expected[0] += 1; // 0
+        expected[1] += 1; // 5e-13 < 1e-12
+        expected[2] += 1; // [1e-12, 1e-11)
+        expected[9] += 1; // 3e-5 in [1e-5, 1e-4)
+        expected[10] += 1; // 1e-4 is a lower edge: [1e-4, 1e-3)
+        expected[13] += 1; // 0.5 in [1e-1, 1)
+        expected[15] += 1; // 50 in [1e1, 1e2)
+        expected[16] += 2; // 100 and 1e300 in [1e2, inf)
+        assert_eq!(s.histogram.bins, expected);
+
+        let edges = Histogram::edges();
+        assert_eq!(edges.len(), N_BINS + 1);
+        assert_eq!(&edges[..3], &[0.0, 0.0, 1e-12]);
+        assert_eq!(edges[N_BINS - 1], 1e2);
+        assert_eq!(edges[N_BINS], f64::INFINITY);
+        // Every decade value lands in the bin whose lower edge it is.
+        for (i, &e) in edges.iter().enumerate().take(N_BINS).skip(2) {
+            assert_eq!(bin_of(e), i, "edge {e}");
+        }
+        let labels = Histogram::labels();
+        assert_eq!(labels.len(), N_BINS);
+        assert_eq!(labels[0], "0");
+        assert_eq!(labels[1], "(0, 1e-12)");
+        assert_eq!(labels[2], "[1e-12, 1e-11)");
+        assert_eq!(labels[N_BINS - 1], "[1e2, inf)");
+    }
+
+    #[test]
+    fn shape_mismatch_is_an_error() {
+        let a = HostTensor::f32(vec![2, 3], vec![0.0; 6]);
+        let b = HostTensor::f32(vec![3, 2], vec![0.0; 6]);
+        let c = HostTensor::f32(vec![4], vec![0.0; 4]);
+        let err = compare(&a, &b, tol(0.0, 0.0)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "shape mismatch: reference is 2x3 (6 elements), test is 3x2 (6 elements)"
+        );
+        assert!(compare(&a, &c, tol(0.0, 0.0)).is_err());
+        // Data that disagrees with its own shape is refused, not sliced.
+        let bad = HostTensor {
+            shape: vec![2, 3],
+            data: TensorData::F32(vec![0.0; 5]),
+        };
+        assert!(compare(&a, &bad, tol(0.0, 0.0)).is_err());
+    }
+
+    #[test]
+    fn serialises() {
+        let r = HostTensor::f32(vec![2], vec![1.0, 2.0]);
+        let s = compare(&r, &r.clone(), tol(0.0, 0.0)).unwrap();
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["max_abs_index"], serde_json::json!([0]));
+        assert_eq!(json["histogram"]["bins"].as_array().unwrap().len(), N_BINS);
+    }
+
+    /// Deterministic pseudo-random numbers (xorshift64*), so the big tests need no `rand`.
+    fn noise(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                let u = x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
+                u as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// A large f32 reference / f16-ish perturbed f32 test pair with a few non-finite values.
+    fn big_pair(n: usize) -> (HostTensor, HostTensor) {
+        let base = noise(n, 0x9e37_79b9_7f4a_7c15);
+        let jitter = noise(n, 0xdead_beef_cafe_f00d);
+        let mut r: Vec<f32> = base.iter().map(|&v| (v * 30.0) as f32).collect();
+        let mut t: Vec<f32> = r
+            .iter()
+            .zip(&jitter)
+            .map(|(&v, &j)| v + (j * j * j * 1e-2) as f32)
+            .collect();
+        r[17] = f32::NAN;
+        t[17] = f32::NAN;
+        r[n / 2] = f32::INFINITY;
+        t[n / 2 + 1] = f32::NEG_INFINITY;
+        t[n - 3] = f32::NAN;
+        // A unique, clearly worst element in a late chunk.
+        t[n - 100] = r[n - 100] + 5.0;
+        (
+            HostTensor::f32(vec![n / 1000, 1000], r),
+            HostTensor::f32(vec![n / 1000, 1000], t),
+        )
+    }
+
+    /// The definition, written as plainly as possible: one sequential loop, no chunks.
+    fn naive(r: &HostTensor, t: &HostTensor, tol: Tolerance) -> ErrorStats {
+        let n = r.numel();
+        let rv = r.data.to_f64_vec();
+        let tv = t.data.to_f64_vec();
+        let ref_max = rv
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold(0.0_f64, |m, v| m.max(v.abs()));
+        let scale = ref_max.max(1.0);
+        let mut s = ErrorStats {
+            numel: n,
+            max_abs: 0.0,
+            max_abs_index: vec![],
+            mean_abs: 0.0,
+            rmse: 0.0,
+            max_rel: 0.0,
+            rel_to_range: 0.0,
+            ref_max_abs: ref_max,
+            cosine: 0.0,
+            snr_db: 0.0,
+            mismatches: 0,
+            mismatch_ratio: 0.0,
+            nan_ref: 0,
+            nan_test: 0,
+            inf_ref: 0,
+            inf_test: 0,
+            nonfinite_mismatch: 0,
+            histogram: Histogram::default(),
+        };
+        let (mut cnt, mut sa, mut se, mut srr, mut stt, mut srt) =
+            (0usize, 0.0, 0.0, 0.0, 0.0, 0.0);
+        let mut best: Option<usize> = None;
+        for i in 0..n {
+            let (a, b) = (rv[i], tv[i]);
+            s.nan_ref += a.is_nan() as usize;
+            s.nan_test += b.is_nan() as usize;
+            s.inf_ref += a.is_infinite() as usize;
+            s.inf_test += b.is_infinite() as usize;
+            if a.is_finite() && b.is_finite() {
+                let e = (b - a).abs();
+                cnt += 1;
+                sa += e;
+                se += e * e;
+                srr += a * a;
+                stt += b * b;
+                srt += a * b;
+                if best.is_none() || e > s.max_abs {
+                    s.max_abs = e;
+                    best = Some(i);
+                }
+                if a.abs() > f64::MIN_POSITIVE {
+                    s.max_rel = s.max_rel.max(e / a.abs());
+                }
+                if e > tol.atol * scale + tol.rtol * a.abs() {
+                    s.mismatches += 1;
+                }
+                s.histogram.bins[bin_of(e)] += 1;
+            } else if !(a.is_nan() && b.is_nan() || a == b) {
+                s.mismatches += 1;
+                s.nonfinite_mismatch += 1;
+            }
+        }
+        s.max_abs_index = best.map(|i| unravel(i, &r.shape)).unwrap_or_default();
+        s.mean_abs = sa / cnt as f64;
+        s.rmse = (se / cnt as f64).sqrt();
+        s.rel_to_range = s.max_abs / ref_max;
+        s.cosine = srt / (srr.sqrt() * stt.sqrt());
+        s.snr_db = 10.0 * (srr / se).log10();
+        s.mismatch_ratio = s.mismatches as f64 / n as f64;
+        s
+    }
+
+    #[test]
+    fn parallel_path_matches_naive_definition_on_1m_elements() {
+        let n = 1_000_000;
+        let (r, t) = big_pair(n);
+        let tol = Tolerance::default_for(DType::F32);
+        let got = compare(&r, &t, tol).unwrap();
+        let want = naive(&r, &t, tol);
+        // Exact for everything that is not a long floating-point sum.
+        assert_eq!(got.numel, want.numel);
+        assert_eq!(got.max_abs, want.max_abs);
+        assert_eq!(got.max_abs_index, want.max_abs_index);
+        assert_eq!(got.max_abs_index, vec![(n - 100) / 1000, 900]);
+        assert_eq!(got.max_rel, want.max_rel);
+        assert_eq!(got.rel_to_range, want.rel_to_range);
+        assert_eq!(got.ref_max_abs, want.ref_max_abs);
+        assert_eq!(got.mismatches, want.mismatches);
+        assert_eq!(got.mismatch_ratio, want.mismatch_ratio);
+        assert_eq!(
+            (got.nan_ref, got.nan_test, got.inf_ref, got.inf_test),
+            (want.nan_ref, want.nan_test, want.inf_ref, want.inf_test)
+        );
+        assert_eq!(
+            (got.nan_ref, got.nan_test, got.inf_ref, got.inf_test),
+            (1, 2, 1, 1)
+        );
+        assert_eq!(got.nonfinite_mismatch, want.nonfinite_mismatch);
+        assert_eq!(got.nonfinite_mismatch, 3);
+        assert_eq!(got.histogram, want.histogram);
+        assert!(
+            got.mismatches > got.nonfinite_mismatch,
+            "the test should exercise the bound"
+        );
+        // Sums differ only by summation order.
+        for (name, a, b) in [
+            ("mean_abs", got.mean_abs, want.mean_abs),
+            ("rmse", got.rmse, want.rmse),
+            ("cosine", got.cosine, want.cosine),
+            ("snr_db", got.snr_db, want.snr_db),
+        ] {
+            assert!((a - b).abs() <= 1e-9 * b.abs(), "{name}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn deterministic_across_thread_pools() {
+        let (r, t) = big_pair(1_000_000);
+        let tol = Tolerance::default_for(DType::F32);
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| compare(&r, &t, tol).unwrap())
+        };
+        let one = run(1);
+        let four = run(4);
+        // Bit-identical, sums included (no NaN fields here, so == is exact equality).
+        assert_eq!(one, four);
+        assert_eq!(one.mean_abs.to_bits(), four.mean_abs.to_bits());
+        assert_eq!(one, compare(&r, &t, tol).unwrap());
+    }
+
+    #[test]
+    fn chunk_boundary_sizes() {
+        // Just below, at and just above the parallel threshold, and a ragged last chunk.
+        for n in [CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7] {
+            let rv = noise(n, n as u64 + 1);
+            let r = f64t(vec![n], rv.clone());
+            let mut tv = rv;
+            tv[n - 1] += 1.0;
+            let s = compare(&r, &f64t(vec![n], tv), tol(1e-6, 0.0)).unwrap();
+            assert_eq!(
+                (s.mismatches, s.max_abs_index.clone()),
+                (1, vec![n - 1]),
+                "n = {n}"
+            );
+            assert_eq!(s.histogram.total(), n as u64);
+        }
+    }
+}

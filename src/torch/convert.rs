@@ -1,0 +1,94 @@
+//! Conversion between tch tensors and the tool's `HostTensor`.
+//!
+//! Captured tensors are copied out of libtorch into host buffers of their own element type,
+//! so the statistics see exactly what PyTorch computed; inputs go the other way so that the
+//! TorchScript module receives the same bytes as ONNX Runtime.
+
+use crate::tensor::{DType, HostTensor, TensorData};
+use anyhow::{bail, Result};
+use half::{bf16, f16};
+use tch::{Kind, Tensor};
+
+pub fn dtype_of(kind: Kind) -> Option<DType> {
+    Some(match kind {
+        Kind::Half => DType::F16,
+        Kind::BFloat16 => DType::Bf16,
+        Kind::Float => DType::F32,
+        Kind::Double => DType::F64,
+        Kind::Int8 => DType::I8,
+        Kind::Int16 => DType::I16,
+        Kind::Int => DType::I32,
+        Kind::Int64 => DType::I64,
+        Kind::Uint8 => DType::U8,
+        Kind::Bool => DType::Bool,
+        _ => return None,
+    })
+}
+
+fn copy_out<T: tch::kind::Element + Default + Clone>(t: &Tensor, numel: usize) -> Result<Vec<T>> {
+    let mut buf = vec![T::default(); numel];
+    t.f_copy_data(&mut buf, numel)?;
+    Ok(buf)
+}
+
+/// Copies a (CPU) tensor into host memory.
+pub fn to_host(t: &Tensor) -> Result<HostTensor> {
+    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+    let numel: usize = shape.iter().product();
+    let Some(dtype) = dtype_of(t.kind()) else {
+        bail!("tensor of unsupported element type {:?}", t.kind());
+    };
+    let t = t.contiguous();
+    let data = match dtype {
+        DType::F16 => TensorData::F16(copy_out::<f16>(&t, numel)?),
+        DType::Bf16 => TensorData::Bf16(copy_out::<bf16>(&t, numel)?),
+        DType::F32 => TensorData::F32(copy_out::<f32>(&t, numel)?),
+        DType::F64 => TensorData::F64(copy_out::<f64>(&t, numel)?),
+        DType::I8 => TensorData::I8(copy_out::<i8>(&t, numel)?),
+        DType::I16 => TensorData::I16(copy_out::<i16>(&t, numel)?),
+        DType::I32 => TensorData::I32(copy_out::<i32>(&t, numel)?),
+        DType::I64 => TensorData::I64(copy_out::<i64>(&t, numel)?),
+        DType::U8 => TensorData::U8(copy_out::<u8>(&t, numel)?),
+        DType::Bool => TensorData::Bool(copy_out::<bool>(&t, numel)?),
+    };
+    Ok(HostTensor::new(shape, data))
+}
+
+/// Builds a libtorch tensor holding a copy of `t`.
+pub fn from_host(t: &HostTensor) -> Result<Tensor> {
+    let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+    let flat = match &t.data {
+        TensorData::F16(v) => Tensor::f_from_slice(v)?,
+        TensorData::Bf16(v) => Tensor::f_from_slice(v)?,
+        TensorData::F32(v) => Tensor::f_from_slice(v)?,
+        TensorData::F64(v) => Tensor::f_from_slice(v)?,
+        TensorData::I8(v) => Tensor::f_from_slice(v)?,
+        TensorData::I16(v) => Tensor::f_from_slice(v)?,
+        TensorData::I32(v) => Tensor::f_from_slice(v)?,
+        TensorData::I64(v) => Tensor::f_from_slice(v)?,
+        TensorData::U8(v) => Tensor::f_from_slice(v)?,
+        TensorData::Bool(v) => Tensor::f_from_slice(v)?,
+    };
+    Ok(flat.f_reshape(shape)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_dtype_shape_and_values() {
+        let cases = vec![
+            HostTensor::f32(vec![2, 3], vec![1.0, -2.5, 3.0, 0.0, 5.5, -6.0]),
+            HostTensor::new(vec![3], TensorData::I64(vec![1, -2, 3])),
+            HostTensor::new(vec![2], TensorData::Bool(vec![true, false])),
+            HostTensor::new(vec![2], TensorData::F16(vec![f16::from_f32(1.5), f16::from_f32(-0.25)])),
+            HostTensor::new(vec![], TensorData::F64(vec![7.0])),
+            HostTensor::new(vec![0, 4], TensorData::F32(vec![])),
+        ];
+        for host in cases {
+            let back = to_host(&from_host(&host).unwrap()).unwrap();
+            assert_eq!(back, host);
+        }
+    }
+}

@@ -1,0 +1,430 @@
+// align-check's TorchScript shim: the one place that touches libtorch's JIT graph API.
+//
+// tch exposes TorchScript modules but not their graphs, so this file loads a module, inlines
+// its `forward`, and builds a second graph function that returns the original outputs plus
+// every top-level tensor value, copying a value with aten::clone where something later writes
+// to its memory (an in-place relu_ would otherwise rewrite the conv output we report).
+// Static facts about each captured value (op, module hierarchy, source line, producers) are
+// handed to Rust as one JSON string; tensors cross as heap-allocated at::Tensor pointers,
+// the representation tch uses, so Rust wraps them with tch::Tensor::from_ptr.
+//
+// No C++ exception may cross into Rust: every entry point catches everything and returns
+// the message through `err` (a malloc'ed string the caller frees with ac_free_string).
+
+#include <torch/script.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+namespace {
+
+char* dup_string(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) {
+    std::memcpy(out, s.c_str(), s.size() + 1);
+  }
+  return out;
+}
+
+void set_error(char** err, const std::string& message) {
+  if (err != nullptr) {
+    *err = dup_string(message);
+  }
+}
+
+// libtorch error messages carry a multi-line C++ backtrace after the first lines; the user
+// needs the message, not our stack.
+std::string short_message(const char* what) {
+  std::string msg(what == nullptr ? "unknown error" : what);
+  auto pos = msg.find("\nException raised from");
+  if (pos != std::string::npos) msg = msg.substr(0, pos);
+  pos = msg.find("\nframe #");
+  if (pos != std::string::npos) msg = msg.substr(0, pos);
+  return msg;
+}
+
+void json_escape(std::ostringstream& out, const std::string& s) {
+  out << '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out << "\\\""; break;
+      case '\\': out << "\\\\"; break;
+      case '\n': out << "\\n"; break;
+      case '\r': out << "\\r"; break;
+      case '\t': out << "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out << buf;
+        } else {
+          out << c;
+        }
+    }
+  }
+  out << '"';
+}
+
+bool is_tensor(const Value* v) {
+  return v->type()->kind() == c10::TypeKind::TensorType;
+}
+
+// "file:line" of a range, following a loaded module's serialized code back to the Python
+// source that generated it where the archive kept that record.
+std::string describe_range(const torch::jit::SourceRange& range) {
+  auto original = range.findSourceRangeThatGenerated();
+  const torch::jit::SourceRange& r = original ? *original : range;
+  auto flc = r.file_line_col();
+  if (!flc || std::get<0>(*flc).empty()) return "";
+  return std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc));
+}
+
+bool inside_torch_package(const std::string& location) {
+  return location.find("/torch/") != std::string::npos ||
+         location.find("code/__torch__") != std::string::npos;
+}
+
+// The user's own line for a node: the innermost frame outside the torch package. A conv's
+// own range points into torch/nn/modules/conv.py; the call site `self.conv1(x)` in the
+// user's model is one of the inlined call-stack entries (outermost first).
+std::string source_of(Node* node) {
+  std::vector<std::string> frames;
+  if (auto cs = node->callstack()) {
+    for (const auto& entry : (*cs)->vec()) frames.push_back(describe_range(std::get<1>(entry)));
+  }
+  frames.push_back(describe_range(node->sourceRange()));
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    if (!it->empty() && !inside_torch_package(*it)) return *it;
+  }
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    if (!it->empty()) return *it;
+  }
+  return "";
+}
+
+bool has_calls(torch::jit::Block* block) {
+  for (Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction) return true;
+    for (auto* b : n->blocks()) {
+      if (has_calls(b)) return true;
+    }
+  }
+  return false;
+}
+
+// Inline takes each callee's "optimized graph", which is itself inlined (with the module
+// call stack that getNodesModuleHierarchy reads) only while the graph executor's
+// optimisations are on. They are switched on for inlining and off again for running, so
+// the captured run executes the graph as saved, like the plain forward.
+void inline_everything(torch::jit::Graph& graph) {
+  torch::jit::setGraphExecutorOptimize(true);
+  for (int depth = 0; depth < 64 && has_calls(graph.block()); ++depth) {
+    torch::jit::Inline(graph);
+  }
+  torch::jit::setGraphExecutorOptimize(false);
+}
+
+// Nodes whose tensor outputs are not activations: parameters and buffers read from the
+// module (prim::GetAttr), constants, and calls that could not be inlined.
+bool is_structural(const Node* node) {
+  auto k = node->kind();
+  return k == c10::prim::Constant || k == c10::prim::GetAttr || k == c10::prim::CallMethod ||
+         k == c10::prim::CallFunction;
+}
+
+// Everything the Rust side needs, built once per loaded module.
+struct Plan {
+  torch::jit::Module module;
+  std::unique_ptr<torch::jit::GraphFunction> capture_fn;
+  std::string meta_json;
+  size_t n_user_inputs = 0;
+  size_t n_graph_outputs = 0;
+};
+
+// Ids of captured tensors that `v` was computed from, looking through non-tensor glue such
+// as prim::ListConstruct (the list argument of aten::cat).
+void collect_producers(const Value* v,
+                       const std::unordered_map<const Value*, size_t>& ids,
+                       std::vector<size_t>& out, int depth) {
+  auto it = ids.find(v);
+  if (it != ids.end()) {
+    out.push_back(it->second);
+    return;
+  }
+  if (depth > 4) return;
+  const Node* n = v->node();
+  if (n->kind() == c10::prim::Param || n->kind() == c10::prim::Constant) return;
+  for (const Value* in : n->inputs()) collect_producers(in, ids, out, depth + 1);
+}
+
+void list_uncapturable(const Node* node, const std::string& why, std::ostringstream& out,
+                       bool& first) {
+  for (const auto* block : node->blocks()) {
+    for (const Node* inner : block->nodes()) {
+      for (const Value* o : inner->outputs()) {
+        if (!is_tensor(o)) continue;
+        if (!first) out << ',';
+        first = false;
+        out << "{\"name\":";
+        json_escape(out, o->debugName());
+        out << ",\"op\":";
+        json_escape(out, inner->kind().toQualString());
+        out << ",\"hierarchy\":";
+        json_escape(out, torch::jit::utils::getNodesModuleHierarchy(*inner));
+        out << ",\"reason\":";
+        json_escape(out, why);
+        out << '}';
+      }
+      list_uncapturable(inner, why, out, first);
+    }
+  }
+}
+
+Plan* build_plan(const std::string& path) {
+  auto plan = std::make_unique<Plan>();
+  plan->module = torch::jit::load(path);
+  plan->module.eval();
+
+  auto& forward = torch::jit::toGraphFunction(plan->module.get_method("forward").function());
+  std::shared_ptr<torch::jit::Graph> graph = forward.graph()->copy();
+  inline_everything(*graph);
+
+  std::ostringstream meta;
+  meta << "{\"inputs\":[";
+  auto graph_inputs = graph->inputs();
+  std::unordered_map<const Value*, size_t> ids;
+  std::vector<Value*> captured;
+  // Input 0 is `self`; the rest are the user's arguments.
+  for (size_t i = 1; i < graph_inputs.size(); ++i) {
+    Value* in = graph_inputs[i];
+    if (i > 1) meta << ',';
+    meta << "{\"name\":";
+    json_escape(meta, in->debugName());
+    meta << ",\"type\":";
+    json_escape(meta, in->type()->str());
+    meta << '}';
+    if (is_tensor(in)) {
+      ids[in] = captured.size();
+      captured.push_back(in);
+    }
+  }
+  plan->n_user_inputs = graph_inputs.size() - 1;
+  meta << "],\"values\":[";
+
+  torch::jit::AliasDb alias_db(graph);
+  std::vector<Node*> top_nodes(graph->nodes().begin(), graph->nodes().end());
+  std::vector<std::pair<Value*, bool>> to_return;  // value, needs clone
+  for (Value* v : captured) to_return.emplace_back(v, alias_db.hasWriters(v));
+
+  bool first_value = true;
+  // Inputs first, in the same order as the JSON "inputs" list.
+  for (size_t k = 0; k < captured.size(); ++k) {
+    if (!first_value) meta << ',';
+    first_value = false;
+    meta << "{\"name\":";
+    json_escape(meta, captured[k]->debugName());
+    meta << ",\"op\":\"input\",\"hierarchy\":\"\",\"source\":\"\",\"inputs\":[]}";
+  }
+  std::ostringstream uncapturable;
+  bool first_unc = true;
+  for (Node* node : top_nodes) {
+    if (is_structural(node)) continue;
+    if (node->kind() == c10::prim::Loop) {
+      list_uncapturable(node, "inside the body of a loop (prim::Loop); the loop's results are captured", uncapturable, first_unc);
+    } else if (node->kind() == c10::prim::If) {
+      list_uncapturable(node, "inside a branch of an if (prim::If); the if's results are captured", uncapturable, first_unc);
+    }
+    for (Value* out : node->outputs()) {
+      if (!is_tensor(out)) continue;
+      std::vector<size_t> producers;
+      for (const Value* in : node->inputs()) collect_producers(in, ids, producers, 0);
+      ids[out] = captured.size();
+      captured.push_back(out);
+      to_return.emplace_back(out, alias_db.hasWriters(out));
+      meta << ",{\"name\":";
+      json_escape(meta, out->debugName());
+      meta << ",\"op\":";
+      json_escape(meta, node->kind().toQualString());
+      meta << ",\"hierarchy\":";
+      json_escape(meta, torch::jit::utils::getNodesModuleHierarchy(*node));
+      meta << ",\"source\":";
+      json_escape(meta, source_of(node));
+      meta << ",\"inputs\":[";
+      for (size_t p = 0; p < producers.size(); ++p) meta << (p ? "," : "") << producers[p];
+      meta << "]}";
+    }
+  }
+  meta << "],\"uncapturable\":[" << uncapturable.str() << "],\"outputs\":[";
+
+  // Which captured values the original graph returns, so outputs can point at their
+  // producer. Tuples and lists built in the graph are looked through one level.
+  std::vector<Value*> original_outputs(graph->outputs().begin(), graph->outputs().end());
+  bool first_out = true;
+  for (Value* o : original_outputs) {
+    std::vector<const Value*> leaves;
+    Node* n = o->node();
+    if (n->kind() == c10::prim::TupleConstruct || n->kind() == c10::prim::ListConstruct) {
+      for (const Value* in : n->inputs()) leaves.push_back(in);
+    } else {
+      leaves.push_back(o);
+    }
+    for (const Value* leaf : leaves) {
+      if (!first_out) meta << ',';
+      first_out = false;
+      auto it = ids.find(leaf);
+      if (it == ids.end()) meta << "null"; else meta << it->second;
+    }
+  }
+  meta << "]}";
+
+  // Returned values: the original outputs (as they are), then every captured value, cloned
+  // right after its producer where a later op may write to its memory.
+  std::vector<Value*> returned;
+  for (auto& [v, needs_clone] : to_return) {
+    if (!needs_clone) {
+      returned.push_back(v);
+      continue;
+    }
+    torch::jit::WithInsertPoint guard(v->node()->kind() == c10::prim::Param
+                                          ? *graph->nodes().begin()
+                                          : v->node()->next());
+    Value* none = graph->insertConstant(c10::IValue());
+    Node* clone = graph->create(c10::aten::clone, {v, none});
+    clone->output()->setType(v->type());
+    graph->insertNode(clone);
+    returned.push_back(clone->output());
+  }
+  while (!graph->outputs().empty()) graph->eraseOutput(0);
+  std::vector<Value*> tuple_items(original_outputs.begin(), original_outputs.end());
+  tuple_items.insert(tuple_items.end(), returned.begin(), returned.end());
+  Node* tuple = graph->createTuple(tuple_items);
+  graph->appendNode(tuple);
+  graph->registerOutput(tuple->output());
+
+  plan->capture_fn = std::make_unique<torch::jit::GraphFunction>(
+      "align_check_capture", graph, nullptr);
+  plan->meta_json = meta.str();
+  plan->n_graph_outputs = original_outputs.size();
+  return plan.release();
+}
+
+// Flattens tuples, lists and dicts of tensors into `out`, in order. Non-tensor leaves are
+// reported as an error: the tool compares tensors.
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) flatten(e, out);
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) flatten(kv.value(), out);
+  } else if (v.isNone()) {
+    // Optional outputs that are absent contribute nothing.
+  } else {
+    throw std::runtime_error("the model returns a " + v.tagKind() +
+                             ", which is not a tensor or a tuple/list/dict of tensors");
+  }
+}
+
+at::Tensor** to_heap(const std::vector<at::Tensor>& tensors) {
+  auto** arr = static_cast<at::Tensor**>(std::malloc(sizeof(at::Tensor*) * (tensors.size() + 1)));
+  for (size_t i = 0; i < tensors.size(); ++i) arr[i] = new at::Tensor(tensors[i]);
+  arr[tensors.size()] = nullptr;
+  return arr;
+}
+
+std::vector<c10::IValue> make_stack(at::Tensor** inputs, size_t n_inputs) {
+  std::vector<c10::IValue> stack;
+  stack.reserve(n_inputs + 1);
+  for (size_t i = 0; i < n_inputs; ++i) stack.emplace_back(*inputs[i]);
+  return stack;
+}
+
+}  // namespace
+
+extern "C" {
+
+void ac_free_string(char* s) { std::free(s); }
+
+// Loads `path` and prepares the instrumented graph. Returns null and sets `err` on failure.
+void* ac_load(const char* path, char** err) {
+  try {
+    return build_plan(path);
+  } catch (const std::exception& e) {
+    set_error(err, short_message(e.what()));
+  } catch (...) {
+    set_error(err, "unknown C++ exception while loading the TorchScript module");
+  }
+  return nullptr;
+}
+
+void ac_free(void* plan) { delete static_cast<Plan*>(plan); }
+
+const char* ac_meta(void* plan) { return static_cast<Plan*>(plan)->meta_json.c_str(); }
+
+size_t ac_num_inputs(void* plan) { return static_cast<Plan*>(plan)->n_user_inputs; }
+
+// Runs the instrumented graph. On success returns a null-terminated array of tensors:
+// the flattened original outputs first (`*n_outputs` of them), then one per captured value.
+// The caller takes ownership of each tensor and frees the array with ac_free_array.
+void** ac_capture(void* handle, void** inputs, size_t n_inputs, size_t* n_outputs,
+                  char** err) {
+  try {
+    auto* plan = static_cast<Plan*>(handle);
+    torch::NoGradGuard no_grad;
+    std::vector<c10::IValue> stack = make_stack(reinterpret_cast<at::Tensor**>(inputs), n_inputs);
+    stack.insert(stack.begin(), plan->module._ivalue());
+    plan->capture_fn->run(stack);
+    // The tuple holds the original graph outputs followed by the captured values.
+    auto elements = stack.back().toTupleRef().elements();
+    size_t n_graph_outputs = plan->n_graph_outputs;
+    std::vector<at::Tensor> flat;
+    for (size_t i = 0; i < n_graph_outputs; ++i) flatten(elements[i], flat);
+    *n_outputs = flat.size();
+    for (size_t i = n_graph_outputs; i < elements.size(); ++i) flat.push_back(elements[i].toTensor());
+    return reinterpret_cast<void**>(to_heap(flat));
+  } catch (const std::exception& e) {
+    set_error(err, short_message(e.what()));
+  } catch (...) {
+    set_error(err, "unknown C++ exception while running the TorchScript module");
+  }
+  return nullptr;
+}
+
+// Runs the module's own forward, uninstrumented: the reference for "capture changes
+// nothing" and the floor for speed measurements. Returns the flattened outputs.
+void** ac_forward(void* handle, void** inputs, size_t n_inputs, size_t* n_outputs, char** err) {
+  try {
+    auto* plan = static_cast<Plan*>(handle);
+    torch::NoGradGuard no_grad;
+    std::vector<c10::IValue> stack = make_stack(reinterpret_cast<at::Tensor**>(inputs), n_inputs);
+    c10::IValue result = plan->module.forward(stack);
+    std::vector<at::Tensor> flat;
+    flatten(result, flat);
+    *n_outputs = flat.size();
+    return reinterpret_cast<void**>(to_heap(flat));
+  } catch (const std::exception& e) {
+    set_error(err, short_message(e.what()));
+  } catch (...) {
+    set_error(err, "unknown C++ exception while running the TorchScript module");
+  }
+  return nullptr;
+}
+
+void ac_free_array(void** arr) { std::free(arr); }
+
+}  // extern "C"

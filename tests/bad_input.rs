@@ -1,0 +1,97 @@
+//! Bad files end with exit code 2 and one line naming the file and what is wrong: never a
+//! panic, never a C++ abort, never a stack trace.
+
+mod common;
+
+use common::{binary, fixture, stderr_of};
+use std::path::Path;
+
+fn run_check(pt: &Path, onnx: &Path) -> (i32, String) {
+    let out = binary().arg(pt).arg(onnx).output().unwrap();
+    (out.status.code().unwrap_or(-1), stderr_of(&out))
+}
+
+fn assert_one_line_error(code: i32, stderr: &str, must_mention: &[&str]) {
+    assert_eq!(code, 2, "exit code; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    for m in must_mention {
+        assert!(lines[0].contains(m), "'{m}' not in: {}", lines[0]);
+    }
+    for bad in ["panicked", "RUST_BACKTRACE", "frame #", "Exception raised from"] {
+        assert!(!stderr.contains(bad), "'{bad}' in: {stderr}");
+    }
+}
+
+#[test]
+fn bad_model_files_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good_pt = fixture("conv_bn_legacy").join("model.pt");
+    let good_onnx = fixture("conv_bn_legacy").join("model.onnx");
+    let empty = dir.path().join("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    let random = dir.path().join("random.bin");
+    std::fs::write(&random, (0..4096u32).map(|i| (i * 2654435761u32 >> 13) as u8).collect::<Vec<_>>()).unwrap();
+    let truncated_onnx = dir.path().join("truncated.onnx");
+    let bytes = std::fs::read(&good_onnx).unwrap();
+    std::fs::write(&truncated_onnx, &bytes[..bytes.len() / 2]).unwrap();
+    let truncated_pt = dir.path().join("truncated.pt");
+    let bytes = std::fs::read(&good_pt).unwrap();
+    std::fs::write(&truncated_pt, &bytes[..bytes.len() / 2]).unwrap();
+    let other_zip = dir.path().join("other.pt");
+    {
+        let f = std::fs::File::create(&other_zip).unwrap();
+        let mut zip = zip::ZipWriter::new(f);
+        zip.start_file("hello.txt", zip::write::FileOptions::default()).unwrap();
+        std::io::Write::write_all(&mut zip, b"not a model").unwrap();
+        zip.finish().unwrap();
+    }
+    let missing = dir.path().join("missing.pt");
+
+    let cases: Vec<(&str, &Path, &Path, Vec<&str>)> = vec![
+        ("missing .pt", &missing, &good_onnx, vec!["missing.pt"]),
+        ("empty .pt", &empty, &good_onnx, vec!["empty.bin", "empty"]),
+        ("empty .onnx", &good_pt, &empty, vec!["empty.bin", "empty"]),
+        ("random .pt", &random, &good_onnx, vec!["random.bin"]),
+        ("random .onnx", &good_pt, &random, vec!["random.bin"]),
+        ("truncated .onnx", &good_pt, &truncated_onnx, vec!["truncated.onnx"]),
+        ("truncated .pt", &truncated_pt, &good_onnx, vec!["truncated.pt"]),
+        ("zip that is not TorchScript", &other_zip, &good_onnx, vec!["other.pt"]),
+        ("swapped order", &good_onnx, &good_pt, vec!["model.onnx", "ONNX"]),
+    ];
+    for (what, pt, onnx, mention) in cases {
+        let (code, stderr) = run_check(pt, onnx);
+        eprintln!("{what}: {stderr}");
+        assert_one_line_error(code, &stderr, &mention);
+    }
+}
+
+#[test]
+fn models_of_different_networks_are_refused() {
+    let (code, stderr) = run_check(
+        &fixture("attention_legacy").join("model.pt"),
+        &fixture("conv_bn_legacy").join("model.onnx"),
+    );
+    assert_one_line_error(code, &stderr, &[]);
+}
+
+#[test]
+fn unresolved_dynamic_dimension_names_it() {
+    let dir = fixture("multi_io_legacy");
+    let out = binary().arg(dir.join("model.pt")).arg(dir.join("model.onnx")).output().unwrap();
+    let stderr = stderr_of(&out);
+    assert_one_line_error(out.status.code().unwrap_or(-1), &stderr, &["--shape", "batch"]);
+}
+
+#[test]
+fn report_path_equal_to_a_model_is_refused() {
+    let dir = fixture("conv_bn_legacy");
+    let out = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("--json")
+        .arg(dir.join("model.onnx"))
+        .output()
+        .unwrap();
+    assert_one_line_error(out.status.code().unwrap_or(-1), &stderr_of(&out), &["refusing"]);
+}

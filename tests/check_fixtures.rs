@@ -1,0 +1,83 @@
+//! The whole check on real fixtures, judged from the JSON report the way a CI job reads it:
+//! clean fixtures pass, every planted fault fails with the right first divergence, and
+//! pairing covers at least 95% of TorchScript layers with both exporters.
+
+mod common;
+
+use common::{check_fixture, manifest, stderr_of};
+use serde_json::Value;
+
+fn coverage_ratio(report: &Value) -> f64 {
+    let c = &report["coverage"];
+    c["torch_layers_paired"].as_f64().unwrap() / c["torch_layers_total"].as_f64().unwrap()
+}
+
+#[test]
+fn clean_fixtures_pass_with_high_coverage() {
+    let mut failures = Vec::new();
+    for entry in manifest().iter().filter(|e| e["fault"].is_null()) {
+        let name = entry["name"].as_str().unwrap();
+        let (code, report, output) = check_fixture(name, &[]);
+        if code != 0 || report["verdict"] != "pass" {
+            failures.push(format!(
+                "{name}: exit {code}, first divergence {}, stderr {}",
+                report["first_divergence"],
+                stderr_of(&output)
+            ));
+            continue;
+        }
+        let ratio = coverage_ratio(&report);
+        if ratio < 0.95 {
+            failures.push(format!("{name}: coverage {ratio:.3} < 0.95"));
+        }
+        assert!(report["first_divergence"].is_null());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_planted_fault_fails_at_the_expected_layer() {
+    let mut failures = Vec::new();
+    for entry in manifest().iter().filter(|e| !e["fault"].is_null()) {
+        let name = entry["name"].as_str().unwrap();
+        let fault = &entry["fault"];
+        let mut expected: Vec<&str> = vec![fault["expected_module"].as_str().unwrap()];
+        if let Some(any) = fault["expected_modules_any"].as_array() {
+            expected.extend(any.iter().filter_map(|v| v.as_str()));
+        }
+        let (code, report, output) = check_fixture(name, &[]);
+        let first = &report["first_divergence"];
+        let module = first["module"].as_str().unwrap_or("<none>");
+        if code != 1 || report["verdict"] != "fail" || !expected.contains(&module) {
+            failures.push(format!(
+                "{name}: exit {code}, first divergence {module} (expected one of {expected:?}); stderr {}",
+                stderr_of(&output)
+            ));
+        }
+        let index = first["layer_index"].as_u64().unwrap_or(u64::MAX) as usize;
+        if let Some(layer) = report["layers"].as_array().and_then(|l| l.get(index)) {
+            assert_eq!(layer["pass"], false, "{name}: first divergence layer passes");
+            assert_eq!(layer["module"], first["module"]);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn exit_zero_reports_without_gating() {
+    let (code, report, _) = check_fixture("fault_my_add", &["--exit-zero"]);
+    assert_eq!(code, 0);
+    assert_eq!(report["verdict"], "fail");
+}
+
+#[test]
+fn coverage_gate_fails_when_asked_for_more_than_was_compared() {
+    // custom_op_legacy compares most but not all of its layers; asking for 100% of a model
+    // that has an unpaired layer must fail, and asking for 0 must not.
+    let (code, report, _) = check_fixture("fault_my_add", &["--min-coverage", "1.0", "--exit-zero"]);
+    assert_eq!(code, 0);
+    let failures = report["gate_failures"].to_string();
+    if coverage_ratio(&report) < 1.0 {
+        assert!(failures.contains("min-coverage"), "{failures}");
+    }
+}

@@ -1,0 +1,60 @@
+//! Shared by the integration tests: the fixture manifest written by
+//! `scripts/make_fixtures.py`, fixture paths, and running the real binary.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Manifest entries that were exported (entries with an `export_error` have no files).
+pub fn manifest() -> Vec<Value> {
+    let text = std::fs::read_to_string(fixtures_dir().join("manifest.json"))
+        .expect("tests/fixtures/manifest.json exists (run scripts/make_fixtures.py)");
+    let all: Vec<Value> = serde_json::from_str(&text).expect("manifest is JSON");
+    all.into_iter()
+        .filter(|e| e["export_error"].is_null())
+        .collect()
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+pub fn binary() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_align-check"));
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+/// Runs `align-check MODEL_PT MODEL_ONNX --inputs inputs.npz --json OUT` on a fixture and
+/// returns the exit code and the parsed JSON report.
+pub fn check_fixture(name: &str, extra: &[&str]) -> (i32, Value, Output) {
+    let dir = fixture(name);
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let output = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("--inputs")
+        .arg(dir.join("inputs.npz"))
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .output()
+        .unwrap();
+    let code = output.status.code().unwrap_or(-1);
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    (code, report, output)
+}
+
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
