@@ -86,11 +86,20 @@ pub struct CheckArgs {
 
     /// Per-layer tolerance: GLOB=ATOL[,RTOL], matched against the module path (layer4.*) or
     /// the ONNX node name (/head/*). Repeatable; the first match wins
-    #[arg(long = "tolerance", value_name = "GLOB=ATOL[,RTOL]", help_heading = "Tolerances")]
+    #[arg(
+        long = "tolerance",
+        value_name = "GLOB=ATOL[,RTOL]",
+        help_heading = "Tolerances"
+    )]
     pub tolerances: Vec<String>,
 
     /// Fail (exit 1) when fewer than this share of TorchScript layers were compared
-    #[arg(long, value_name = "RATIO", default_value_t = 0.9, help_heading = "Gate")]
+    #[arg(
+        long,
+        value_name = "RATIO",
+        default_value_t = 0.9,
+        help_heading = "Gate"
+    )]
     pub min_coverage: f64,
 
     /// Report, but always exit 0 when the check ran (exit 2 still means it could not run)
@@ -147,7 +156,12 @@ pub struct RuntimeArgs {
 
     /// ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default: ORT_DYLIB_PATH,
     /// else the library of the environment scripts/bootstrap.sh installed
-    #[arg(long, value_name = "LIB", env = "ORT_DYLIB_PATH", help_heading = "Runtimes")]
+    #[arg(
+        long,
+        value_name = "LIB",
+        env = "ORT_DYLIB_PATH",
+        help_heading = "Runtimes"
+    )]
     pub ort_lib: Option<PathBuf>,
 
     /// ONNX Runtime custom-op library to register (for ops from non-standard domains)

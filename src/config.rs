@@ -86,7 +86,10 @@ impl CheckConfig {
             bail!("give both models: align-check MODEL_PT MODEL_ONNX");
         };
         if !(0.0..=1.0).contains(&args.min_coverage) {
-            bail!("--min-coverage must be between 0 and 1, got {}", args.min_coverage);
+            bail!(
+                "--min-coverage must be between 0 and 1, got {}",
+                args.min_coverage
+            );
         }
         let overrides = args
             .tolerances

@@ -59,7 +59,8 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
             let specs = onnx::signature::inputs(&model)?;
             let inputs = resolve(&specs, &request)?;
             let named: Vec<_> = inputs.into_iter().map(|i| (i.name, i.tensor)).collect();
-            let cap = onnx::capture::capture(&model, &named, rt.threads, rt.ort_custom_ops.as_deref())?;
+            let cap =
+                onnx::capture::capture(&model, &named, rt.threads, rt.ort_custom_ops.as_deref())?;
             render(&cap, false)
         }
     };
@@ -84,7 +85,10 @@ fn torch_specs(model: &TorchModel, request: &InputRequest) -> Result<Option<Vec<
                 .find(|(n, _)| n == &input.name)
                 .map(|(_, t)| t.clone()),
         };
-        let (dtype, shape) = match (from_file, request.shapes.iter().find(|(n, _)| n == &input.name)) {
+        let (dtype, shape) = match (
+            from_file,
+            request.shapes.iter().find(|(n, _)| n == &input.name),
+        ) {
             (Some(t), _) => (t.dtype(), t.shape.clone()),
             (None, Some((_, s))) => (DType::F32, s.clone()),
             (None, None) => return Ok(None),
@@ -122,7 +126,12 @@ fn render(cap: &Capture, torch: bool) -> String {
     let _ = writeln!(
         out,
         "{:>5}  {:<32} {:<16} {:<26} {:<9} {:<16} {}",
-        "index", "module", "class", "op", "dtype", "shape",
+        "index",
+        "module",
+        "class",
+        "op",
+        "dtype",
+        "shape",
         if torch { "source" } else { "node" }
     );
     for v in &cap.values {
@@ -165,7 +174,11 @@ fn render_static(model: &TorchModel) -> String {
         "shapes unknown: give --shape NAME=1x3x224x224 for each input ({}) or --onnx MODEL.onnx to run the model",
         names.join(", ")
     );
-    let _ = writeln!(out, "{:>5}  {:<32} {:<16} {:<26} {}", "index", "module", "class", "op", "source");
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<32} {:<16} {:<26} {}",
+        "index", "module", "class", "op", "source"
+    );
     for (i, v) in model.static_values().iter().enumerate() {
         let _ = writeln!(
             out,

@@ -5,9 +5,9 @@
 //! numbers (an SNR of +inf for identical tensors) are written as `null`, since JSON has no
 //! infinity.
 
+use crate::capture::Uncapturable;
 use crate::inputs::ResolvedInput;
 use crate::pairing::{Coverage, Unpaired};
-use crate::capture::Uncapturable;
 use crate::stats::ErrorStats;
 use serde::{Serialize, Serializer};
 

@@ -7,20 +7,29 @@
 
 use crate::config::RuntimeConfig;
 use anyhow::{anyhow, Result};
-use std::sync::OnceLock;
+use std::sync::{Once, OnceLock};
 
 static TORCH_OP_LIBS: OnceLock<Vec<libloading::Library>> = OnceLock::new();
 
+static TORCH_THREADS: Once = Once::new();
+
 pub fn init(rt: &RuntimeConfig, need_onnx: bool) -> Result<()> {
-    tch::set_num_threads(rt.threads as i32);
-    tch::set_num_interop_threads(1);
+    // libtorch refuses (aborts) to change its inter-op pool once any parallel work ran, so
+    // the thread counts are set exactly once per process, before the first model runs.
+    TORCH_THREADS.call_once(|| {
+        tch::set_num_threads(rt.threads as i32);
+        tch::set_num_interop_threads(1);
+    });
     if TORCH_OP_LIBS.get().is_none() {
         let mut libs = Vec::new();
         for path in &rt.torch_ops {
             // SAFETY: loading a user-named operator library runs its static initialisers,
             // which is the documented way TorchScript custom ops register themselves.
             let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-                anyhow!("--torch-ops {}: cannot load the library: {e}", path.display())
+                anyhow!(
+                    "--torch-ops {}: cannot load the library: {e}",
+                    path.display()
+                )
             })?;
             libs.push(lib);
         }

@@ -127,7 +127,8 @@ pub struct ErrorStats {
     /// Largest finite `|r|`.
     pub ref_max_abs: f64,
     /// Cosine similarity of the two tensors as vectors: 1.0 when both are all zeros, 0 when
-    /// exactly one is. Blind to scale errors, so never a gate on its own.
+    /// exactly one is; NaN only if the sums of squares overflow f64 (values beyond ~1e154).
+    /// Blind to scale errors, so never a gate on its own.
     pub cosine: f64,
     /// `10 * log10(sum r^2 / sum (t - r)^2)`; +inf when identical (a JSON writer must map
     /// non-finite values itself, this stays a plain f64).
@@ -750,6 +751,18 @@ mod tests {
         assert_eq!(compare(&r, &t, tol(1e-4, 1e-2)).unwrap().mismatches, 0);
         let t = f64t(vec![2], vec![100.0, 50.511]);
         assert_eq!(compare(&r, &t, tol(1e-4, 1e-2)).unwrap().mismatches, 1);
+    }
+
+    #[test]
+    fn overflowing_difference_is_an_infinite_error_not_a_nonfinite_value() {
+        let r = f64t(vec![2], vec![-1e308, 0.0]);
+        let t = f64t(vec![2], vec![1e308, 0.0]);
+        let s = compare(&r, &t, tol(1e-4, 1e-3)).unwrap();
+        assert_eq!(s.max_abs, f64::INFINITY);
+        assert_eq!(s.max_abs_index, vec![0]);
+        assert_eq!((s.mismatches, s.nonfinite_mismatch), (1, 0));
+        assert_eq!((s.inf_ref, s.inf_test), (0, 0));
+        assert_eq!(s.histogram.bins[N_BINS - 1], 1);
     }
 
     #[test]

@@ -26,15 +26,15 @@ const DEFAULT_TOLERANCES: [(DType, Tolerance); 10] = [
     (
         DType::F32,
         Tolerance {
-            atol: 1e-4,
-            rtol: 1e-3,
+            atol: 1e-5,
+            rtol: 1e-4,
         },
     ),
     (
         DType::F64,
         Tolerance {
-            atol: 1e-4,
-            rtol: 1e-3,
+            atol: 1e-5,
+            rtol: 1e-4,
         },
     ),
     (
@@ -278,8 +278,8 @@ mod tests {
 
     #[test]
     fn defaults_per_dtype() {
-        assert_eq!(Tolerance::default_for(DType::F32), tol(1e-4, 1e-3));
-        assert_eq!(Tolerance::default_for(DType::F64), tol(1e-4, 1e-3));
+        assert_eq!(Tolerance::default_for(DType::F32), tol(1e-5, 1e-4));
+        assert_eq!(Tolerance::default_for(DType::F64), tol(1e-5, 1e-4));
         assert_eq!(Tolerance::default_for(DType::F16), tol(1e-2, 1e-2));
         assert_eq!(Tolerance::default_for(DType::Bf16), tol(5e-2, 5e-2));
         for d in [
@@ -321,11 +321,11 @@ mod tests {
     #[test]
     fn cli_atol_and_rtol_replace_their_field_independently() {
         let p = TolerancePolicy::new(Some(1e-6), None, vec![]).unwrap();
-        assert_eq!(p.for_layer("a", "b", DType::F32), tol(1e-6, 1e-3));
+        assert_eq!(p.for_layer("a", "b", DType::F32), tol(1e-6, 1e-4));
         assert_eq!(p.for_layer("a", "b", DType::F16), tol(1e-6, 1e-2));
 
         let p = TolerancePolicy::new(None, Some(0.5), vec![]).unwrap();
-        assert_eq!(p.for_layer("a", "b", DType::F32), tol(1e-4, 0.5));
+        assert_eq!(p.for_layer("a", "b", DType::F32), tol(1e-5, 0.5));
         // The CLI values apply to integer tensors too: the user asked for them explicitly.
         assert_eq!(p.for_layer("a", "b", DType::I64), tol(0.0, 0.5));
 
@@ -508,7 +508,7 @@ mod tests {
         .unwrap();
         let d = p.describe();
         assert_eq!(d.len(), DEFAULT_TOLERANCES.len() + 2);
-        assert!(d.contains(&("default float32".to_string(), tol(1e-5, 1e-3))));
+        assert!(d.contains(&("default float32".to_string(), tol(1e-5, 1e-4))));
         assert!(d.contains(&("default float16".to_string(), tol(1e-5, 1e-2))));
         assert!(d.contains(&("default bool".to_string(), tol(1e-5, 0.0))));
         assert_eq!(

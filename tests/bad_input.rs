@@ -18,7 +18,12 @@ fn assert_one_line_error(code: i32, stderr: &str, must_mention: &[&str]) {
     for m in must_mention {
         assert!(lines[0].contains(m), "'{m}' not in: {}", lines[0]);
     }
-    for bad in ["panicked", "RUST_BACKTRACE", "frame #", "Exception raised from"] {
+    for bad in [
+        "panicked",
+        "RUST_BACKTRACE",
+        "frame #",
+        "Exception raised from",
+    ] {
         assert!(!stderr.contains(bad), "'{bad}' in: {stderr}");
     }
 }
@@ -31,7 +36,13 @@ fn bad_model_files_are_one_line_errors() {
     let empty = dir.path().join("empty.bin");
     std::fs::write(&empty, b"").unwrap();
     let random = dir.path().join("random.bin");
-    std::fs::write(&random, (0..4096u32).map(|i| (i * 2654435761u32 >> 13) as u8).collect::<Vec<_>>()).unwrap();
+    std::fs::write(
+        &random,
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     let truncated_onnx = dir.path().join("truncated.onnx");
     let bytes = std::fs::read(&good_onnx).unwrap();
     std::fs::write(&truncated_onnx, &bytes[..bytes.len() / 2]).unwrap();
@@ -42,7 +53,8 @@ fn bad_model_files_are_one_line_errors() {
     {
         let f = std::fs::File::create(&other_zip).unwrap();
         let mut zip = zip::ZipWriter::new(f);
-        zip.start_file("hello.txt", zip::write::FileOptions::default()).unwrap();
+        zip.start_file("hello.txt", zip::write::FileOptions::default())
+            .unwrap();
         std::io::Write::write_all(&mut zip, b"not a model").unwrap();
         zip.finish().unwrap();
     }
@@ -54,10 +66,30 @@ fn bad_model_files_are_one_line_errors() {
         ("empty .onnx", &good_pt, &empty, vec!["empty.bin", "empty"]),
         ("random .pt", &random, &good_onnx, vec!["random.bin"]),
         ("random .onnx", &good_pt, &random, vec!["random.bin"]),
-        ("truncated .onnx", &good_pt, &truncated_onnx, vec!["truncated.onnx"]),
-        ("truncated .pt", &truncated_pt, &good_onnx, vec!["truncated.pt"]),
-        ("zip that is not TorchScript", &other_zip, &good_onnx, vec!["other.pt"]),
-        ("swapped order", &good_onnx, &good_pt, vec!["model.onnx", "ONNX"]),
+        (
+            "truncated .onnx",
+            &good_pt,
+            &truncated_onnx,
+            vec!["truncated.onnx"],
+        ),
+        (
+            "truncated .pt",
+            &truncated_pt,
+            &good_onnx,
+            vec!["truncated.pt"],
+        ),
+        (
+            "zip that is not TorchScript",
+            &other_zip,
+            &good_onnx,
+            vec!["other.pt"],
+        ),
+        (
+            "swapped order",
+            &good_onnx,
+            &good_pt,
+            vec!["model.pt", "TorchScript archive"],
+        ),
     ];
     for (what, pt, onnx, mention) in cases {
         let (code, stderr) = run_check(pt, onnx);
@@ -78,9 +110,17 @@ fn models_of_different_networks_are_refused() {
 #[test]
 fn unresolved_dynamic_dimension_names_it() {
     let dir = fixture("multi_io_legacy");
-    let out = binary().arg(dir.join("model.pt")).arg(dir.join("model.onnx")).output().unwrap();
+    let out = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .output()
+        .unwrap();
     let stderr = stderr_of(&out);
-    assert_one_line_error(out.status.code().unwrap_or(-1), &stderr, &["--shape", "batch"]);
+    assert_one_line_error(
+        out.status.code().unwrap_or(-1),
+        &stderr,
+        &["--shape", "batch"],
+    );
 }
 
 #[test]
@@ -93,5 +133,9 @@ fn report_path_equal_to_a_model_is_refused() {
         .arg(dir.join("model.onnx"))
         .output()
         .unwrap();
-    assert_one_line_error(out.status.code().unwrap_or(-1), &stderr_of(&out), &["refusing"]);
+    assert_one_line_error(
+        out.status.code().unwrap_or(-1),
+        &stderr_of(&out),
+        &["refusing"],
+    );
 }

@@ -29,7 +29,10 @@ fn inputs_of(name: &str) -> Vec<(String, HostTensor)> {
     specs
         .iter()
         .map(|s| {
-            let (_, t) = arrays.iter().find(|(n, _)| n == &s.name).expect("input in npz");
+            let (_, t) = arrays
+                .iter()
+                .find(|(n, _)| n == &s.name)
+                .expect("input in npz");
             (s.name.clone(), t.clone())
         })
         .collect()
@@ -53,9 +56,17 @@ fn instrumented_outputs_equal_plain_runs_exactly_on_every_fixture() {
         let torch = TorchModel::load(&fixture(name).join("model.pt")).unwrap();
         let plain = torch.forward(&tensors).unwrap();
         let cap = torch.capture(&tensors).unwrap();
-        assert_eq!(captured_outputs(&cap), plain, "{name}: TorchScript outputs changed");
+        assert_eq!(
+            captured_outputs(&cap),
+            plain,
+            "{name}: TorchScript outputs changed"
+        );
         assert!(
-            cap.values.iter().filter(|v| v.role == ValueRole::Intermediate).count() > 2,
+            cap.values
+                .iter()
+                .filter(|v| v.role == ValueRole::Intermediate)
+                .count()
+                > 2,
             "{name}: too few TorchScript values captured"
         );
 
@@ -66,10 +77,21 @@ fn instrumented_outputs_equal_plain_runs_exactly_on_every_fixture() {
             .map(|(_, t)| t)
             .collect();
         let cap = onnx::capture::capture(&model, &inputs, 2, None).unwrap();
-        assert_eq!(captured_outputs(&cap), plain, "{name}: ONNX outputs changed");
+        assert_eq!(
+            captured_outputs(&cap),
+            plain,
+            "{name}: ONNX outputs changed"
+        );
         let nodes = model.proto.graph.as_ref().unwrap().node.len();
-        let exposed = cap.values.iter().filter(|v| v.role == ValueRole::Intermediate).count();
-        assert!(exposed >= nodes, "{name}: {exposed} values for {nodes} nodes");
+        let exposed = cap
+            .values
+            .iter()
+            .filter(|v| v.role == ValueRole::Intermediate)
+            .count();
+        assert!(
+            exposed >= nodes,
+            "{name}: {exposed} values for {nodes} nodes"
+        );
     }
 }
 
@@ -86,10 +108,18 @@ fn conv_output_captured_before_inplace_relu_keeps_its_negative_values() {
             .find(|v| v.module_path() == module && v.op == op)
             .unwrap_or_else(|| panic!("{op} in {module}"))
     };
-    let min = |t: &HostTensor| t.data.to_f64_vec().into_iter().fold(f64::INFINITY, f64::min);
+    let min = |t: &HostTensor| {
+        t.data
+            .to_f64_vec()
+            .into_iter()
+            .fold(f64::INFINITY, f64::min)
+    };
     let bn = find("bn1", "aten::batch_norm");
     let relu = find("relu1", "aten::relu_");
-    assert!(min(bn.tensor.as_ref().unwrap()) < 0.0, "bn1 output was rewritten by relu_");
+    assert!(
+        min(bn.tensor.as_ref().unwrap()) < 0.0,
+        "bn1 output was rewritten by relu_"
+    );
     assert!(min(find("conv1", "aten::_convolution").tensor.as_ref().unwrap()) < 0.0);
     assert!(min(relu.tensor.as_ref().unwrap()) >= 0.0);
 }
@@ -108,7 +138,11 @@ fn inspect_lists_the_module_paths_of_the_manifest() {
             .arg(dir.join("inputs.npz"))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let listed: Vec<&str> = text
             .lines()
@@ -117,7 +151,10 @@ fn inspect_lists_the_module_paths_of_the_manifest() {
             .collect();
         for module in entry["expected_modules"].as_array().unwrap() {
             let module = module.as_str().unwrap();
-            assert!(listed.contains(&module), "{name}: inspect does not list {module}");
+            assert!(
+                listed.contains(&module),
+                "{name}: inspect does not list {module}"
+            );
         }
     }
 }

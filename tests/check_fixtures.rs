@@ -56,7 +56,10 @@ fn every_planted_fault_fails_at_the_expected_layer() {
         }
         let index = first["layer_index"].as_u64().unwrap_or(u64::MAX) as usize;
         if let Some(layer) = report["layers"].as_array().and_then(|l| l.get(index)) {
-            assert_eq!(layer["pass"], false, "{name}: first divergence layer passes");
+            assert_eq!(
+                layer["pass"], false,
+                "{name}: first divergence layer passes"
+            );
             assert_eq!(layer["module"], first["module"]);
         }
     }
@@ -74,7 +77,8 @@ fn exit_zero_reports_without_gating() {
 fn coverage_gate_fails_when_asked_for_more_than_was_compared() {
     // custom_op_legacy compares most but not all of its layers; asking for 100% of a model
     // that has an unpaired layer must fail, and asking for 0 must not.
-    let (code, report, _) = check_fixture("fault_my_add", &["--min-coverage", "1.0", "--exit-zero"]);
+    let (code, report, _) =
+        check_fixture("fault_my_add", &["--min-coverage", "1.0", "--exit-zero"]);
     assert_eq!(code, 0);
     let failures = report["gate_failures"].to_string();
     if coverage_ratio(&report) < 1.0 {

@@ -142,26 +142,25 @@ pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Resolv
 
     let mut resolved = Vec::with_capacity(specs.len());
     for (position, spec) in specs.iter().enumerate() {
-        let (tensor, source) = if let Some((_, path)) =
-            request.files.iter().find(|(n, _)| n == &spec.name)
-        {
-            let t = npy::read_npy(path)?;
-            let origin = path.display().to_string();
-            check_against(spec, &t, &origin)?;
-            (t, format!("file:{origin}"))
-        } else if let Some(t) = archive.remove(&spec.name) {
-            let origin = format!(
-                "{}[{}]",
-                request.archive.as_ref().expect("archive present").display(),
-                spec.name
-            );
-            check_against(spec, &t, &origin)?;
-            (t, format!("npz:{origin}"))
-        } else {
-            let shape = random_shape(spec, request)?;
-            let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
-            (t, format!("random:seed={}", request.seed))
-        };
+        let (tensor, source) =
+            if let Some((_, path)) = request.files.iter().find(|(n, _)| n == &spec.name) {
+                let t = npy::read_npy(path)?;
+                let origin = path.display().to_string();
+                check_against(spec, &t, &origin)?;
+                (t, format!("file:{origin}"))
+            } else if let Some(t) = archive.remove(&spec.name) {
+                let origin = format!(
+                    "{}[{}]",
+                    request.archive.as_ref().expect("archive present").display(),
+                    spec.name
+                );
+                check_against(spec, &t, &origin)?;
+                (t, format!("npz:{origin}"))
+            } else {
+                let shape = random_shape(spec, request)?;
+                let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
+                (t, format!("random:seed={}", request.seed))
+            };
         resolved.push(ResolvedInput {
             name: spec.name.clone(),
             shape: tensor.shape.clone(),

@@ -38,8 +38,8 @@ fn read_array<R: Read>(npy: NpyFile<R>) -> Result<HostTensor> {
 }
 
 pub fn read_npy(path: &Path) -> Result<HostTensor> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
     let npy = NpyFile::new(std::io::BufReader::new(file))
         .map_err(|e| anyhow!("{} is not a readable .npy file: {e}", path.display()))?;
     read_array(npy).with_context(|| format!("reading {}", path.display()))

@@ -39,7 +39,11 @@ const INT_RANGE: u64 = 8;
 pub fn random_tensor(dtype: DType, shape: &[usize], seed: u64, position: usize) -> HostTensor {
     let mut rng = SplitMix64(seed ^ (position as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
     let n: usize = shape.iter().product();
-    let mut ints = || (0..n).map(|_| rng.next_u64() % INT_RANGE).collect::<Vec<u64>>();
+    let mut ints = || {
+        (0..n)
+            .map(|_| rng.next_u64() % INT_RANGE)
+            .collect::<Vec<u64>>()
+    };
     let data = match dtype {
         DType::Bool => TensorData::Bool(ints().into_iter().map(|v| v % 2 == 1).collect()),
         DType::I8 => TensorData::I8(ints().into_iter().map(|v| v as i8).collect()),

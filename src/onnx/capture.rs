@@ -10,13 +10,13 @@
 
 use super::convert::{from_ort, to_ort};
 use super::expose::expose_all;
-use super::model::{one_line, OnnxModel};
+use super::model::OnnxModel;
 use super::runtime;
 use super::signature::{self, Dim, InputSpec};
 use crate::capture::{Capture, CapturedValue, Side, Uncapturable, ValueRole};
 use crate::tensor::{format_shape, HostTensor};
 use anyhow::{anyhow, bail, Result};
-use ort::session::Session;
+use ort::session::{Session, SessionInputValue};
 use ort::value::DynValue;
 use prost::Message;
 use std::collections::HashMap;
@@ -32,7 +32,8 @@ pub fn capture(
 ) -> Result<Capture> {
     let specs = signature::inputs(model)?;
     let feed = match_inputs(model, &specs, inputs)?;
-    let exposed = expose_all(&model.proto).map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
+    let exposed = expose_all(&model.proto)
+        .map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
     let bytes = exposed.model.encode_to_vec();
     let mut session = runtime::session(model, &bytes, threads, custom_ops)?;
     let mut results = run(&mut session, model, &specs, &feed)?;
@@ -63,7 +64,9 @@ pub fn capture(
         let module = ev.scope.last().map(|l| l.path.clone()).unwrap_or_default();
         // Taking the ort value out of the map frees it as soon as it is converted.
         let converted = match results.remove(&ev.name) {
-            None => Err(anyhow!("ONNX Runtime did not return it (an optional output the node did not produce)")),
+            None => Err(anyhow!(
+                "ONNX Runtime did not return it (an optional output the node did not produce)"
+            )),
             Some(v) => from_ort(&v),
         };
         let tensor = match converted {
@@ -90,19 +93,31 @@ pub fn capture(
             dtype: tensor.dtype(),
             shape: tensor.shape.clone(),
             // Weights and constants folded into initializers are not values: skipped.
-            inputs: ev.input_names.iter().filter_map(|n| ids.get(n).copied()).collect(),
+            inputs: ev
+                .input_names
+                .iter()
+                .filter_map(|n| ids.get(n).copied())
+                .collect(),
             tensor: Some(tensor),
         });
         ids.insert(ev.name.clone(), id);
     }
 
     for (k, name) in signature::output_names(model).into_iter().enumerate() {
-        let (tensor, inputs) = match ids.get(&name) {
-            Some(&src) => (values[src].tensor.clone(), vec![src]),
-            // An output that no node computes: a graph input passed through or an
-            // initializer; the run returned it directly.
-            None => match results.remove(&name).map(|v| from_ort(&v)) {
-                Some(Ok(t)) => (Some(t), Vec::new()),
+        let (tensor, inputs) = if let Some(&src) = ids.get(&name) {
+            let t = values[src]
+                .tensor
+                .clone()
+                .expect("captured values hold data");
+            (t, vec![src])
+        } else if uncapturable.iter().any(|u| u.name == name) {
+            // Its node output is already listed with the reason (a sequence, say).
+            continue;
+        } else {
+            // An output that no node computes (a graph input passed through, an
+            // initializer): the run returned it directly.
+            match results.remove(&name).map(|v| from_ort(&v)) {
+                Some(Ok(t)) => (t, Vec::new()),
                 other => {
                     let reason = match other {
                         Some(Err(e)) => e.to_string(),
@@ -116,9 +131,8 @@ pub fn capture(
                     });
                     continue;
                 }
-            },
+            }
         };
-        let Some(tensor) = tensor else { continue };
         values.push(CapturedValue {
             id: values.len(),
             name,
@@ -157,10 +171,14 @@ pub fn run_plain(
     signature::output_names(model)
         .into_iter()
         .map(|name| {
-            let v = results
-                .remove(&name)
-                .ok_or_else(|| anyhow!("ONNX Runtime returned no value for output `{name}` of {}", model.path.display()))?;
-            let t = from_ort(&v).map_err(|e| anyhow!("output `{name}` of {}: {e}", model.path.display()))?;
+            let v = results.remove(&name).ok_or_else(|| {
+                anyhow!(
+                    "ONNX Runtime returned no value for output `{name}` of {}",
+                    model.path.display()
+                )
+            })?;
+            let t = from_ort(&v)
+                .map_err(|e| anyhow!("output `{name}` of {}: {e}", model.path.display()))?;
             Ok((name, t))
         })
         .collect()
@@ -174,10 +192,19 @@ fn match_inputs<'a>(
     given: &'a [(String, HostTensor)],
 ) -> Result<Vec<&'a HostTensor>> {
     let shown = model.path.display();
-    let expected = || specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+    let expected = || {
+        specs
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     for (i, (name, _)) in given.iter().enumerate() {
         if !specs.iter().any(|s| &s.name == name) {
-            bail!("`{name}` is not an input of the ONNX model {shown} (its inputs: {})", expected());
+            bail!(
+                "`{name}` is not an input of the ONNX model {shown} (its inputs: {})",
+                expected()
+            );
         }
         if given[..i].iter().any(|(n, _)| n == name) {
             bail!("input `{name}` of the ONNX model {shown} is given twice");
@@ -187,7 +214,10 @@ fn match_inputs<'a>(
         .iter()
         .map(|spec| {
             let Some((_, t)) = given.iter().find(|(n, _)| n == &spec.name) else {
-                bail!("the ONNX model {shown} needs input `{}`, which was not given", spec.name);
+                bail!(
+                    "the ONNX model {shown} needs input `{}`, which was not given",
+                    spec.name
+                );
             };
             if t.dtype() != spec.dtype {
                 bail!(
@@ -217,23 +247,45 @@ fn match_inputs<'a>(
         .collect()
 }
 
-/// One run of `session`; the outputs by name, as owned ort values.
+/// What one run returned, by output name, together with the input values it was given.
+///
+/// ONNX Runtime does not copy what it can alias: an output that is a graph input passed
+/// through, or the result of an aliasing kernel such as Reshape on a graph input, points
+/// into the caller's input buffer. The inputs therefore live exactly as long as the outputs
+/// (fields drop in declaration order: outputs first).
+struct RunOutputs {
+    values: HashMap<String, DynValue>,
+    _inputs: Vec<DynValue>,
+}
+
+impl RunOutputs {
+    /// Takes an output out, so that it is freed as soon as the caller has converted it.
+    fn remove(&mut self, name: &str) -> Option<DynValue> {
+        self.values.remove(name)
+    }
+}
+
+/// One run of `session` on `feed` (in signature order).
 fn run(
     session: &mut Session,
     model: &OnnxModel,
     specs: &[InputSpec],
     feed: &[&HostTensor],
-) -> Result<HashMap<String, DynValue>> {
+) -> Result<RunOutputs> {
     let shown = model.path.display();
-    let mut ort_inputs: Vec<(String, DynValue)> = Vec::with_capacity(feed.len());
+    let mut inputs: Vec<DynValue> = Vec::with_capacity(feed.len());
     for (spec, t) in specs.iter().zip(feed) {
-        let v = to_ort(t).map_err(|e| anyhow!("input `{}` of {shown}: {e}", spec.name))?;
-        ort_inputs.push((spec.name.clone(), v));
+        inputs.push(to_ort(t).map_err(|e| anyhow!("input `{}` of {shown}: {e}", spec.name))?);
     }
+    let named: Vec<(&str, SessionInputValue<'_>)> = specs
+        .iter()
+        .zip(&inputs)
+        .map(|(spec, v)| (spec.name.as_str(), SessionInputValue::from(v)))
+        .collect();
     // ort panics (rather than erroring) if ONNX Runtime ever hands back a null output; a
     // panic is never an answer, so it becomes an error like any other run failure.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        session.run(ort_inputs).map(|outputs| {
+        session.run(named).map(|outputs| {
             outputs
                 .into_iter()
                 .map(|(name, v)| (name.to_string(), v))
@@ -241,9 +293,14 @@ fn run(
         })
     }));
     match outcome {
-        Ok(Ok(map)) => Ok(map),
-        Ok(Err(e)) => bail!("ONNX Runtime failed to run {shown}: {}", one_line(&e.to_string())),
+        Ok(Ok(values)) => Ok(RunOutputs {
+            values,
+            _inputs: inputs,
+        }),
+        Ok(Err(e)) => bail!(
+            "ONNX Runtime failed to run {shown}: {}",
+            runtime::tidy_message(&e.to_string())
+        ),
         Err(_) => bail!("ONNX Runtime failed to run {shown}: the run returned an invalid output"),
     }
 }
-

@@ -11,24 +11,37 @@ use crate::tensor::{HostTensor, TensorData};
 use anyhow::{anyhow, bail, Result};
 use half::{bf16, f16};
 use ort::memory::Allocator;
-use ort::value::{DynTensor, DynTensorValueType, DynValue, Tensor, TensorElementType, ValueType};
+use ort::value::{
+    DynTensor, DynTensorValueType, DynValue, PrimitiveTensorElementType, Tensor, TensorElementType,
+    ValueType,
+};
 
 /// An ort tensor holding a copy of `t`.
 pub fn to_ort(t: &HostTensor) -> Result<DynValue> {
+    // Creating a value calls into ONNX Runtime, which must be loaded by then.
+    super::runtime::init(None, 0)?;
     let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
-    let err = |e: ort::Error| anyhow!("cannot create a {} tensor for ONNX Runtime: {e}", t.dtype());
-    Ok(match &t.data {
-        TensorData::F32(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::F64(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::I8(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::I16(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::I32(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::I64(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::U8(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::Bool(v) => Tensor::from_array((shape, v.clone())).map_err(err)?.into_dyn(),
-        TensorData::F16(v) => raw_tensor(TensorElementType::Float16, shape, v).map_err(err)?,
-        TensorData::Bf16(v) => raw_tensor(TensorElementType::Bfloat16, shape, v).map_err(err)?,
-    })
+    match &t.data {
+        TensorData::F32(v) => typed(shape, v),
+        TensorData::F64(v) => typed(shape, v),
+        TensorData::I8(v) => typed(shape, v),
+        TensorData::I16(v) => typed(shape, v),
+        TensorData::I32(v) => typed(shape, v),
+        TensorData::I64(v) => typed(shape, v),
+        TensorData::U8(v) => typed(shape, v),
+        TensorData::Bool(v) => typed(shape, v),
+        TensorData::F16(v) => raw_tensor(TensorElementType::Float16, shape, v),
+        TensorData::Bf16(v) => raw_tensor(TensorElementType::Bfloat16, shape, v),
+    }
+    .map_err(|e| anyhow!("cannot create a {} tensor for ONNX Runtime: {e}", t.dtype()))
+}
+
+/// A tensor of a type ort knows natively; it takes ownership of a copy of the data.
+fn typed<T>(shape: Vec<i64>, values: &[T]) -> ort::Result<DynValue>
+where
+    T: PrimitiveTensorElementType + Clone + std::fmt::Debug + 'static,
+{
+    Ok(Tensor::from_array((shape, values.to_vec()))?.into_dyn())
 }
 
 /// Marker for the 16-bit float types copied as bytes: plain data, no padding, any bit
@@ -38,7 +51,11 @@ impl Pod16 for f16 {}
 impl Pod16 for bf16 {}
 
 /// A CPU tensor of element type `ty` filled with the bytes of `values`.
-fn raw_tensor<T: Pod16>(ty: TensorElementType, shape: Vec<i64>, values: &[T]) -> ort::Result<DynValue> {
+fn raw_tensor<T: Pod16>(
+    ty: TensorElementType,
+    shape: Vec<i64>,
+    values: &[T],
+) -> ort::Result<DynValue> {
     let mut tensor = DynTensor::new(&Allocator::default(), ty, shape)?;
     if !values.is_empty() {
         let dst = tensor.data_ptr_mut().cast::<T>();
@@ -62,34 +79,58 @@ pub fn from_ort(v: &DynValue) -> Result<HostTensor> {
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| anyhow!("tensor with negative dimension {d}")))
         .collect::<Result<_>>()?;
-    let typed = |what: ort::Error| anyhow!("cannot read a {ty} tensor: {what}");
+    let n: usize = dims.iter().product();
     let data = match ty {
-        TensorElementType::Float32 => TensorData::F32(v.try_extract_tensor::<f32>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Float64 => TensorData::F64(v.try_extract_tensor::<f64>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Int8 => TensorData::I8(v.try_extract_tensor::<i8>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Int16 => TensorData::I16(v.try_extract_tensor::<i16>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Int32 => TensorData::I32(v.try_extract_tensor::<i32>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Int64 => TensorData::I64(v.try_extract_tensor::<i64>().map_err(typed)?.1.to_vec()),
-        TensorElementType::Uint8 => TensorData::U8(v.try_extract_tensor::<u8>().map_err(typed)?.1.to_vec()),
+        TensorElementType::Float32 => TensorData::F32(copy_elements(v, n)?),
+        TensorElementType::Float64 => TensorData::F64(copy_elements(v, n)?),
+        TensorElementType::Int8 => TensorData::I8(copy_elements(v, n)?),
+        TensorElementType::Int16 => TensorData::I16(copy_elements(v, n)?),
+        TensorElementType::Int32 => TensorData::I32(copy_elements(v, n)?),
+        TensorElementType::Int64 => TensorData::I64(copy_elements(v, n)?),
+        TensorElementType::Uint8 => TensorData::U8(copy_elements(v, n)?),
         // Read as bytes: a byte other than 0 or 1 must not become an invalid Rust `bool`.
-        TensorElementType::Bool => TensorData::Bool(raw_elements::<u8>(v, dims.iter().product())?.into_iter().map(|b| b != 0).collect()),
-        TensorElementType::Float16 => TensorData::F16(raw_elements::<u16>(v, dims.iter().product())?.into_iter().map(f16::from_bits).collect()),
-        TensorElementType::Bfloat16 => TensorData::Bf16(raw_elements::<u16>(v, dims.iter().product())?.into_iter().map(bf16::from_bits).collect()),
+        TensorElementType::Bool => TensorData::Bool(
+            copy_elements::<u8>(v, n)?
+                .into_iter()
+                .map(|b| b != 0)
+                .collect(),
+        ),
+        TensorElementType::Float16 => TensorData::F16(
+            copy_elements::<u16>(v, n)?
+                .into_iter()
+                .map(f16::from_bits)
+                .collect(),
+        ),
+        TensorElementType::Bfloat16 => TensorData::Bf16(
+            copy_elements::<u16>(v, n)?
+                .into_iter()
+                .map(bf16::from_bits)
+                .collect(),
+        ),
         other => bail!("element type {other} is not supported by align-check"),
     };
-    if data.len() != dims.iter().product::<usize>() {
-        bail!("tensor data has {} elements for shape {:?}", data.len(), dims);
-    }
     Ok(HostTensor::new(dims, data))
 }
 
-/// Integer types whose every bit pattern is valid, read straight from a tensor's buffer.
-trait RawElement: Copy {}
-impl RawElement for u8 {}
-impl RawElement for u16 {}
+/// Element types for which every bit pattern is a valid value, so a tensor's bytes can be
+/// copied into them as they are.
+trait Plain: Copy {}
+impl Plain for u8 {}
+impl Plain for u16 {}
+impl Plain for i8 {}
+impl Plain for i16 {}
+impl Plain for i32 {}
+impl Plain for i64 {}
+impl Plain for f32 {}
+impl Plain for f64 {}
 
-/// The first `n` elements of a CPU tensor's buffer, reinterpreted as `T`.
-fn raw_elements<T: RawElement>(v: &DynValue, n: usize) -> Result<Vec<T>> {
+/// A copy of the `n` elements of a CPU tensor whose element type has the size of `T`.
+///
+/// Copied byte by byte on purpose: a graph output that is an initializer comes back
+/// pointing into the model's protobuf bytes, at whatever offset the field had, so the
+/// buffer is not necessarily aligned for `T` (ort's typed `try_extract_tensor` assumes it
+/// is, and debug builds abort on such a slice).
+fn copy_elements<T: Plain>(v: &DynValue, n: usize) -> Result<Vec<T>> {
     let tensor = v
         .view()
         .downcast::<DynTensorValueType>()
@@ -97,23 +138,32 @@ fn raw_elements<T: RawElement>(v: &DynValue, n: usize) -> Result<Vec<T>> {
     if !tensor.memory_info().is_cpu_accessible() {
         bail!("tensor is not in CPU memory");
     }
+    let bytes = n * std::mem::size_of::<T>();
+    if tensor.data_type().byte_size(n) != Some(bytes) {
+        bail!(
+            "{} elements do not have the expected size",
+            tensor.data_type()
+        );
+    }
     if n == 0 {
         return Ok(Vec::new());
     }
-    let expected = n * std::mem::size_of::<T>();
-    if let Some(size) = tensor.size() {
-        if size < expected {
-            bail!("tensor buffer holds {size} bytes, {expected} expected");
-        }
+    if tensor.size().is_some_and(|size| size < bytes) {
+        bail!("tensor buffer is smaller than its shape says");
     }
-    let ptr = tensor.data_ptr().cast::<T>();
-    if ptr.is_null() {
+    let src = tensor.data_ptr().cast::<u8>();
+    if src.is_null() {
         bail!("tensor has no data buffer");
     }
-    // SAFETY: the buffer is CPU memory of at least `n` elements of the tensor's element
-    // type, whose size is that of `T` (1 byte for bool/uint8, 2 for float16/bfloat16), and
-    // every bit pattern is a valid `T`. ONNX Runtime aligns tensor buffers generously.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec())
+    let mut out: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: `src` is CPU memory holding at least `bytes` bytes (checked above); `out` has
+    // room for `n` elements of `T`, i.e. `bytes` bytes; a byte copy needs no alignment; every
+    // bit pattern is a valid `T` (`Plain`), so the `n` elements are initialised after it.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().cast::<u8>(), bytes);
+        out.set_len(n);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -124,10 +174,25 @@ mod tests {
         crate::onnx::runtime::init(None, 1).is_ok()
     }
 
+    /// Bitwise equality: NaN payloads and the sign of zero count, `PartialEq` would not.
+    fn bits(t: &HostTensor) -> Vec<u64> {
+        match &t.data {
+            TensorData::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+            TensorData::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+            TensorData::F16(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+            TensorData::Bf16(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+            other => other.to_f64_vec().iter().map(|x| x.to_bits()).collect(),
+        }
+    }
+
     fn round_trip(t: HostTensor) {
         let v = to_ort(&t).unwrap();
         let back = from_ort(&v).unwrap();
-        assert_eq!(back, t);
+        assert_eq!(
+            (back.shape.clone(), back.dtype()),
+            (t.shape.clone(), t.dtype())
+        );
+        assert_eq!(bits(&back), bits(&t), "{t:?}");
     }
 
     #[test]
@@ -137,17 +202,47 @@ mod tests {
             return;
         }
         let shape = vec![2, 2];
-        round_trip(HostTensor::new(shape.clone(), TensorData::F32(vec![1.5, -0.0, f32::NAN, f32::INFINITY])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::F64(vec![1e-300, -2.0, 3.0, 4.0])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::I8(vec![-128, 0, 1, 127])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::I16(vec![-32768, 0, 1, 32767])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::I32(vec![i32::MIN, 0, 1, i32::MAX])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::I64(vec![i64::MIN, 0, 1, i64::MAX])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::U8(vec![0, 1, 254, 255])));
-        round_trip(HostTensor::new(shape.clone(), TensorData::Bool(vec![true, false, false, true])));
-        let h: Vec<f16> = [1.0f32, -2.5, 65504.0, 6e-8].iter().map(|&x| f16::from_f32(x)).collect();
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::F32(vec![1.5, -0.0, f32::NAN, f32::INFINITY]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::F64(vec![1e-300, -2.0, 3.0, 4.0]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::I8(vec![-128, 0, 1, 127]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::I16(vec![-32768, 0, 1, 32767]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::I32(vec![i32::MIN, 0, 1, i32::MAX]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::I64(vec![i64::MIN, 0, 1, i64::MAX]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::U8(vec![0, 1, 254, 255]),
+        ));
+        round_trip(HostTensor::new(
+            shape.clone(),
+            TensorData::Bool(vec![true, false, false, true]),
+        ));
+        let h: Vec<f16> = [1.0f32, -2.5, 65504.0, 6e-8]
+            .iter()
+            .map(|&x| f16::from_f32(x))
+            .collect();
         round_trip(HostTensor::new(shape.clone(), TensorData::F16(h)));
-        let b: Vec<bf16> = [1.0f32, -2.5, 3e38, 1e-38].iter().map(|&x| bf16::from_f32(x)).collect();
+        let b: Vec<bf16> = [1.0f32, -2.5, 3e38, 1e-38]
+            .iter()
+            .map(|&x| bf16::from_f32(x))
+            .collect();
         round_trip(HostTensor::new(shape, TensorData::Bf16(b)));
         // Scalars and empty tensors.
         round_trip(HostTensor::new(vec![], TensorData::F32(vec![7.0])));
@@ -161,8 +256,18 @@ mod tests {
             return;
         }
         let v = to_ort(&HostTensor::new(vec![1], TensorData::Bf16(vec![bf16::ONE]))).unwrap();
-        assert!(matches!(v.dtype(), ValueType::Tensor { ty: TensorElementType::Bfloat16, .. }));
-        let v = to_ort(&HostTensor::new(vec![3], TensorData::F16(vec![f16::ONE; 3]))).unwrap();
+        assert!(matches!(
+            v.dtype(),
+            ValueType::Tensor {
+                ty: TensorElementType::Bfloat16,
+                ..
+            }
+        ));
+        let v = to_ort(&HostTensor::new(
+            vec![3],
+            TensorData::F16(vec![f16::ONE; 3]),
+        ))
+        .unwrap();
         match v.dtype() {
             ValueType::Tensor { ty, shape, .. } => {
                 assert_eq!(*ty, TensorElementType::Float16);
@@ -177,7 +282,9 @@ mod tests {
         if !ort_ready() {
             return;
         }
-        let v = Tensor::from_array((vec![2i64], vec![1u32, 2])).unwrap().into_dyn();
+        let v = Tensor::from_array((vec![2i64], vec![1u32, 2]))
+            .unwrap()
+            .into_dyn();
         let e = from_ort(&v).unwrap_err().to_string();
         assert!(e.contains("not supported"), "{e}");
     }

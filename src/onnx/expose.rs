@@ -147,7 +147,11 @@ pub fn topological_order(graph: &proto::GraphProto) -> Result<Vec<usize>> {
         })
         .collect();
 
-    if deps.iter().enumerate().all(|(i, d)| d.iter().all(|&j| j < i)) {
+    if deps
+        .iter()
+        .enumerate()
+        .all(|(i, d)| d.iter().all(|&j| j < i))
+    {
         return Ok((0..n).collect());
     }
 
@@ -272,7 +276,13 @@ mod tests {
     }
 
     fn output_names(m: &proto::ModelProto) -> Vec<&str> {
-        m.graph.as_ref().unwrap().output.iter().map(|o| o.name()).collect()
+        m.graph
+            .as_ref()
+            .unwrap()
+            .output
+            .iter()
+            .map(|o| o.name())
+            .collect()
     }
 
     #[test]
@@ -361,7 +371,11 @@ mod tests {
         });
         // The If node uses `a` only inside its body, and is stored before `a`'s producer.
         let m = model(
-            vec![if_node, node("/Abs", "Abs", &["x"], &["a"]), node("/c", "Cast", &["x"], &["cond"])],
+            vec![
+                if_node,
+                node("/Abs", "Abs", &["x"], &["a"]),
+                node("/c", "Cast", &["x"], &["cond"]),
+            ],
             &["out"],
         );
         let e = expose_all(&m).unwrap();
@@ -369,8 +383,15 @@ mod tests {
         assert_eq!(names, ["a", "cond", "out"]);
         assert_eq!(e.uncapturable.len(), 1);
         let u = &e.uncapturable[0];
-        assert_eq!((u.name.as_str(), u.op.as_str(), u.module.as_str()), ("t", "Relu", "blk.inner"));
-        assert!(u.reason.contains("then_branch") && u.reason.contains("`/If`"), "{}", u.reason);
+        assert_eq!(
+            (u.name.as_str(), u.op.as_str(), u.module.as_str()),
+            ("t", "Relu", "blk.inner")
+        );
+        assert!(
+            u.reason.contains("then_branch") && u.reason.contains("`/If`"),
+            "{}",
+            u.reason
+        );
         assert!(!output_names(&e.model).contains(&"t"));
     }
 

@@ -117,12 +117,10 @@ pub fn uses_external_data(model: &proto::ModelProto) -> bool {
 }
 
 fn graph_uses_external_data(g: &proto::GraphProto) -> bool {
-    let external = |t: &proto::TensorProto| {
-        t.data_location() == proto::tensor_proto::DataLocation::External
-    };
+    let external =
+        |t: &proto::TensorProto| t.data_location() == proto::tensor_proto::DataLocation::External;
     g.initializer.iter().any(external)
-        || g
-            .sparse_initializer
+        || g.sparse_initializer
             .iter()
             .any(|s| s.values.as_ref().is_some_and(external))
         || g.node.iter().flat_map(|n| &n.attribute).any(|a| {
@@ -172,7 +170,10 @@ mod tests {
     fn err(path: &Path) -> String {
         let e = load(path).unwrap_err().to_string();
         assert!(!e.contains('\n'), "error must be one line: {e}");
-        assert!(e.contains(&path.display().to_string()), "error names the file: {e}");
+        assert!(
+            e.contains(&path.display().to_string()),
+            "error names the file: {e}"
+        );
         e
     }
 
@@ -213,11 +214,15 @@ mod tests {
     #[test]
     fn external_data_remembers_the_models_folder() {
         let mut m = tiny_model();
-        m.graph.as_mut().unwrap().initializer.push(proto::TensorProto {
-            name: Some("w".into()),
-            data_location: Some(proto::tensor_proto::DataLocation::External as i32),
-            ..Default::default()
-        });
+        m.graph
+            .as_mut()
+            .unwrap()
+            .initializer
+            .push(proto::TensorProto {
+                name: Some("w".into()),
+                data_location: Some(proto::tensor_proto::DataLocation::External as i32),
+                ..Default::default()
+            });
         let om = OnnxModel::from_proto("/some/dir/m.onnx", m.clone());
         assert_eq!(om.external_data_dir, Some(PathBuf::from("/some/dir")));
         let om = OnnxModel::from_proto("m.onnx", m);

@@ -143,8 +143,12 @@ pub fn session(
 
 /// ONNX Runtime's session-creation failure, rephrased when it is about an op it does not
 /// know (a custom op without its library is the usual cause).
-pub fn explain_session_error(model: &OnnxModel, ort_message: &str, custom_ops_lib: Option<&Path>) -> String {
-    let msg = one_line(ort_message);
+pub fn explain_session_error(
+    model: &OnnxModel,
+    ort_message: &str,
+    custom_ops_lib: Option<&Path>,
+) -> String {
+    let msg = tidy_message(ort_message);
     let shown = model.path.display();
     let unknown_op = [
         "is not a registered function/op",
@@ -170,10 +174,66 @@ pub fn explain_session_error(model: &OnnxModel, ort_message: &str, custom_ops_li
     format!("ONNX Runtime has no implementation of op `{op}` used by {shown}: {hint} (ONNX Runtime said: {msg})")
 }
 
+/// ONNX Runtime's message on one line, without the C++ source location and function
+/// signature it sometimes starts with (`/onnxruntime_src/onnxruntime/core/graph/model.cc:256
+/// onnxruntime::Model::Model(onnx::ModelProto&&, ...) Unsupported model IR version: 14`):
+/// they say nothing to a user.
+pub(crate) fn tidy_message(ort_message: &str) -> String {
+    let msg = one_line(ort_message);
+    let Some(pos) = msg
+        .find("/onnxruntime_src/")
+        .or_else(|| msg.find("onnxruntime/core/"))
+    else {
+        return msg;
+    };
+    // Keep what precedes the location, e.g. "Load model from memory failed:".
+    let prefix = msg[..pos].trim_end();
+    let mut rest = &msg[pos..];
+    // "<file>:<line> "
+    let Some((loc, after)) = rest.split_once(' ') else {
+        return msg;
+    };
+    if !loc
+        .rsplit(':')
+        .next()
+        .is_some_and(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
+    {
+        return msg;
+    }
+    rest = after;
+    // "<qualified::function>(<args>) " when present.
+    let head = rest.split(' ').next().unwrap_or("");
+    if head.contains("::") && head.contains('(') {
+        let mut depth = 0usize;
+        for (i, c) in rest.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        rest = rest[i + 1..].trim_start();
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if prefix.is_empty() {
+        rest.to_string()
+    } else {
+        format!("{prefix} {rest}")
+    }
+}
+
 /// Finds the op a message is about, written `domain::Op` (or `Op` for the default domain).
 fn op_from_message(msg: &str) -> Option<String> {
     // "Fatal error: custom.ops:MyAdd(-1) is not a registered function/op"
-    if let Some(before) = msg.split(" is not a registered function/op").next().filter(|b| b.len() < msg.len()) {
+    if let Some(before) = msg
+        .split(" is not a registered function/op")
+        .next()
+        .filter(|b| b.len() < msg.len())
+    {
         let token = before.rsplit(' ').next()?;
         let token = token.split('(').next()?;
         return Some(match token.rsplit_once(':') {
@@ -184,7 +244,10 @@ fn op_from_message(msg: &str) -> Option<String> {
     }
     // "Could not find an implementation for MyOp(1) node with name 'n'"
     // "No Op registered for MyOp with domain_version of 17"
-    for prefix in ["Could not find an implementation for ", "No Op registered for "] {
+    for prefix in [
+        "Could not find an implementation for ",
+        "No Op registered for ",
+    ] {
         if let Some((_, rest)) = msg.split_once(prefix) {
             let op: String = rest
                 .chars()
@@ -208,14 +271,18 @@ pub fn custom_ops(model: &OnnxModel) -> Vec<String> {
         "com.microsoft.nchwc",
         "ai.onnx.preview.training",
     ];
-    let mut ops: Vec<String> = model
+    let mut ops: Vec<String> = Vec::new();
+    for node in model
         .graph()
         .node
         .iter()
         .filter(|n| !BUILTIN.contains(&n.domain()))
-        .map(op_name)
-        .collect();
-    ops.dedup();
+    {
+        let op = op_name(node);
+        if !ops.contains(&op) {
+            ops.push(op);
+        }
+    }
     ops
 }
 
@@ -251,14 +318,59 @@ mod tests {
             "Load model from memory failed:Fatal error: custom.ops:MyAdd(-1) is not a registered function/op",
             None,
         );
-        assert!(e.contains("`custom.ops::MyAdd`") && e.contains("--ort-custom-ops LIB"), "{e}");
+        assert!(
+            e.contains("`custom.ops::MyAdd`") && e.contains("--ort-custom-ops LIB"),
+            "{e}"
+        );
         assert!(e.contains("dir/m.onnx"), "{e}");
-        let e = explain_session_error(&m, "This is an invalid model.\nError: No opset import for domain 'custom.ops'", None);
-        assert!(e.contains("`custom.ops::MyAdd`") && !e.contains('\n'), "{e}");
-        let e = explain_session_error(&m, "Could not find an implementation for Foo(13) node with name 'x'", None);
+        let e = explain_session_error(
+            &m,
+            "This is an invalid model.\nError: No opset import for domain 'custom.ops'",
+            None,
+        );
+        assert!(
+            e.contains("`custom.ops::MyAdd`") && !e.contains('\n'),
+            "{e}"
+        );
+        let e = explain_session_error(
+            &m,
+            "Could not find an implementation for Foo(13) node with name 'x'",
+            None,
+        );
         assert!(e.contains("`Foo`"), "{e}");
         let e = explain_session_error(&m, "something else\nentirely", None);
-        assert_eq!(e, "ONNX Runtime cannot load dir/m.onnx: something else entirely");
+        assert_eq!(
+            e,
+            "ONNX Runtime cannot load dir/m.onnx: something else entirely"
+        );
+    }
+
+    #[test]
+    fn source_locations_are_stripped_from_ort_messages() {
+        let raw = "/onnxruntime_src/onnxruntime/core/graph/model.cc:256 onnxruntime::Model::Model(onnx::ModelProto&&, \
+                   const onnxruntime::PathString&, const onnxruntime::ModelOptions&) Unsupported model IR version: 14, \
+                   max supported IR version: 13";
+        assert_eq!(
+            tidy_message(raw),
+            "Unsupported model IR version: 14, max supported IR version: 13"
+        );
+        let raw = "Load model from memory failed:/onnxruntime_src/x.cc:12 void f(int) bad thing";
+        assert_eq!(
+            tidy_message(raw),
+            "Load model from memory failed: void f(int) bad thing"
+        );
+        assert_eq!(tidy_message("plain\nmessage"), "plain message");
+    }
+
+    #[test]
+    fn an_explicit_library_that_does_not_exist_is_named() {
+        let e = resolve_library(Some(Path::new("/no/such/libonnxruntime.so")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "ONNX Runtime library /no/such/libonnxruntime.so (from --ort-lib) does not exist"
+        );
     }
 
     #[test]

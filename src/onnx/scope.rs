@@ -13,8 +13,8 @@
 //!   the FX node itself (its name, and its target in the class list), so the first and the
 //!   last entries are not modules. A node without a module stack gets just `[node_name]`.
 //! - legacy exporter: the node name, `/layer1/layer1.0/conv1/Conv`, where every component but
-//!   the last (the op, possibly with a `_1` suffix) is a module attribute name, relative to
-//!   its parent (`downsample.0` is already prefixed; `conv1` is not).
+//!   the last (the op, possibly with a `_1` suffix) names a module, relative to the nearest
+//!   enclosing non-container module (see [`legacy_scope`]).
 //!
 //! Graphs that went through a simplifier often have neither: the scope is then empty.
 
@@ -67,6 +67,13 @@ pub fn dynamo_scope(name_scopes: &[String], class_hierarchy: &[String]) -> Vec<S
 }
 
 /// Scope from a legacy exporter node name such as `/layer2/layer2.0/downsample/downsample.0/Conv`.
+///
+/// A component is a module name relative to the nearest enclosing module that is not a
+/// container, so the children of a `Sequential` repeat their container's component as a
+/// prefix (`downsample` then `downsample.0`, `seq.1` then `seq.1.0`), while a plain
+/// attribute (`conv1`) or a `ModuleList` item (`ml.0`, the list itself is never called, so it
+/// has no component) does not. Hence: a component that extends the previous component
+/// replaces its last part of the path, any other one is appended to the previous path.
 pub fn legacy_scope(node_name: &str) -> Vec<ScopeLevel> {
     let Some(rest) = node_name.strip_prefix('/') else {
         return Vec::new();
@@ -74,16 +81,20 @@ pub fn legacy_scope(node_name: &str) -> Vec<ScopeLevel> {
     let mut components: Vec<&str> = rest.split('/').collect();
     components.pop(); // the op itself: `Conv`, `Relu_1`
     let mut levels: Vec<ScopeLevel> = Vec::new();
+    let mut previous: Option<&str> = None;
     for c in components.into_iter().filter(|c| !c.is_empty()) {
-        let path = match levels.last() {
-            None => c.to_string(),
-            Some(prev) if c.starts_with(&format!("{}.", prev.path)) => c.to_string(),
-            Some(prev) => format!("{}.{c}", prev.path),
+        let path = match (levels.last(), previous) {
+            (None, _) | (_, None) => c.to_string(),
+            (Some(parent), Some(pc)) => match c.strip_prefix(pc).filter(|r| r.starts_with('.')) {
+                Some(suffix) => format!("{}{suffix}", parent.path),
+                None => format!("{}.{c}", parent.path),
+            },
         };
         levels.push(ScopeLevel {
             path,
             class: String::new(),
         });
+        previous = Some(c);
     }
     levels
 }
@@ -183,7 +194,12 @@ mod tests {
         let s = legacy_scope("/layer2/layer2.0/downsample/downsample.0/Conv_1");
         assert_eq!(
             paths(&s),
-            ["layer2", "layer2.0", "layer2.0.downsample", "layer2.0.downsample.0"]
+            [
+                "layer2",
+                "layer2.0",
+                "layer2.0.downsample",
+                "layer2.0.downsample.0"
+            ]
         );
         // A second call of the same module keeps its suffix; pairing resolves it.
         let s = legacy_scope("/layer1/layer1.0/relu_1/Relu");
@@ -193,6 +209,25 @@ mod tests {
         assert!(legacy_scope("Conv_0").is_empty());
         assert!(legacy_scope("").is_empty());
         assert_eq!(paths(&legacy_scope("/stem/Conv")), ["stem"]);
+        // Nested containers and a ModuleList, as torch 2.13's legacy exporter names them.
+        let s = legacy_scope("/body/body.0/seq/seq.1/seq.1.1/Conv");
+        assert_eq!(
+            paths(&s),
+            [
+                "body",
+                "body.0",
+                "body.0.seq",
+                "body.0.seq.1",
+                "body.0.seq.1.1"
+            ]
+        );
+        let s = legacy_scope("/body/body.0/ml.0/Relu");
+        assert_eq!(paths(&s), ["body", "body.0", "body.0.ml.0"]);
+        let s = legacy_scope("/body/body.1/body.1.0/body.1.0.0/Tanh");
+        assert_eq!(paths(&s), ["body", "body.1", "body.1.0", "body.1.0.0"]);
+        // A component that merely shares a prefix is not an extension.
+        let s = legacy_scope("/conv/conv2/Conv");
+        assert_eq!(paths(&s), ["conv", "conv.conv2"]);
     }
 
     #[test]
@@ -221,7 +256,10 @@ mod tests {
     fn dynamo_metadata_wins_over_the_node_name_and_handles_top_level() {
         let n = node_with(
             "/layer9/Conv",
-            &[(NAME_SCOPES_KEY, "['', 'mean']"), (CLASS_HIERARCHY_KEY, "['__main__.Net', 'aten.mean.dim']")],
+            &[
+                (NAME_SCOPES_KEY, "['', 'mean']"),
+                (CLASS_HIERARCHY_KEY, "['__main__.Net', 'aten.mean.dim']"),
+            ],
         );
         assert!(node_scope(&n).is_empty());
         // No module stack at all: the exporter writes just the node name.
@@ -230,7 +268,10 @@ mod tests {
         // Class list of another length: paths survive, classes stay unknown.
         let n = node_with(
             "n",
-            &[(NAME_SCOPES_KEY, "['', 'fc', 'linear']"), (CLASS_HIERARCHY_KEY, "['X']")],
+            &[
+                (NAME_SCOPES_KEY, "['', 'fc', 'linear']"),
+                (CLASS_HIERARCHY_KEY, "['X']"),
+            ],
         );
         let s = node_scope(&n);
         assert_eq!(paths(&s), ["fc"]);

@@ -24,25 +24,40 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         }
         "gelu" | "silu" | "hardswish" | "hardsigmoid" | "sigmoid" | "tanh" | "elu" | "selu"
         | "leaky_relu" | "prelu" | "softplus" | "mish" | "erf" | "exp" | "log" | "sqrt"
-        | "rsqrt" | "neg" | "abs" | "reciprocal" | "pow" | "sin" | "cos" => &["activation", "arith"],
+        | "rsqrt" | "neg" | "abs" | "reciprocal" | "pow" | "sin" | "cos" => {
+            &["activation", "arith"]
+        }
         "softmax" | "log_softmax" | "_softmax" => &["softmax"],
         "add" | "sub" | "rsub" | "mul" | "div" | "floor_divide" | "true_divide" | "where"
         | "maximum" | "minimum" | "masked_fill" => &["arith"],
-        "max_pool1d" | "max_pool2d" | "max_pool3d" | "avg_pool1d" | "avg_pool2d"
-        | "avg_pool3d" | "adaptive_avg_pool1d" | "adaptive_avg_pool2d" | "adaptive_max_pool2d" => {
-            &["pool"]
-        }
+        "max_pool1d"
+        | "max_pool2d"
+        | "max_pool3d"
+        | "avg_pool1d"
+        | "avg_pool2d"
+        | "avg_pool3d"
+        | "adaptive_avg_pool1d"
+        | "adaptive_avg_pool2d"
+        | "adaptive_max_pool2d" => &["pool"],
         "mean" | "sum" | "amax" | "amin" | "max" | "min" | "prod" | "norm" | "var" | "std" => {
             &["reduce", "pool"]
         }
-        "upsample_nearest1d" | "upsample_nearest2d" | "upsample_nearest3d" | "upsample_bilinear2d"
-        | "upsample_bicubic2d" | "upsample_linear1d" | "upsample_trilinear3d" | "interpolate"
+        "upsample_nearest1d"
+        | "upsample_nearest2d"
+        | "upsample_nearest3d"
+        | "upsample_bilinear2d"
+        | "upsample_bicubic2d"
+        | "upsample_linear1d"
+        | "upsample_trilinear3d"
+        | "interpolate"
         | "pixel_shuffle" => &["resize"],
         "cat" | "concat" | "stack" => &["concat"],
-        "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose" | "t"
-        | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index" | "index_select"
-        | "narrow" | "chunk" | "split" | "unbind" | "gather" | "roll" | "flip" | "pad"
-        | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => &["layout"],
+        "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose"
+        | "t" | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index"
+        | "index_select" | "narrow" | "chunk" | "split" | "unbind" | "gather" | "roll" | "flip"
+        | "pad" | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => {
+            &["layout"]
+        }
         _ => &[],
     };
     fams.to_vec()
@@ -51,13 +66,17 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
 pub fn onnx_families(op: &str) -> Vec<&'static str> {
     let fams: &[&'static str] = match op {
         "Conv" | "ConvTranspose" | "QLinearConv" => &["conv"],
-        "BatchNormalization" | "InstanceNormalization" | "LayerNormalization"
-        | "GroupNormalization" | "RMSNormalization" | "SimplifiedLayerNormalization" => &["norm"],
+        "BatchNormalization"
+        | "InstanceNormalization"
+        | "LayerNormalization"
+        | "GroupNormalization"
+        | "RMSNormalization"
+        | "SimplifiedLayerNormalization" => &["norm"],
         "Gemm" | "MatMul" | "Einsum" => &["matmul"],
         "Relu" | "Clip" | "Max" | "Min" => &["relu"],
-        "Gelu" | "FastGelu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Elu"
-        | "Selu" | "LeakyRelu" | "PRelu" | "Softplus" | "Mish" | "Erf" | "Exp" | "Log"
-        | "Sqrt" | "Neg" | "Abs" | "Reciprocal" | "Pow" | "Sin" | "Cos" => &["activation"],
+        "Gelu" | "FastGelu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Elu" | "Selu"
+        | "LeakyRelu" | "PRelu" | "Softplus" | "Mish" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg"
+        | "Abs" | "Reciprocal" | "Pow" | "Sin" | "Cos" => &["activation"],
         "Softmax" | "LogSoftmax" => &["softmax"],
         "Add" | "Sub" | "Mul" | "Div" | "Where" => &["arith"],
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => &["pool"],

@@ -27,7 +27,10 @@ pub fn parent_paths(values: &[CapturedValue]) -> HashSet<String> {
         .iter()
         .flat_map(|v| {
             let n = v.scope.len();
-            v.scope.iter().take(n.saturating_sub(1)).map(|l| l.path.clone())
+            v.scope
+                .iter()
+                .take(n.saturating_sub(1))
+                .map(|l| l.path.clone())
         })
         .collect()
 }
@@ -166,7 +169,10 @@ mod tests {
 
     #[test]
     fn legacy_suffix_maps_onto_torch_module_and_call() {
-        let torch: HashSet<String> = ["b", "b.relu", "b.conv1"].iter().map(|s| s.to_string()).collect();
+        let torch: HashSet<String> = ["b", "b.relu", "b.conv1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let values = vec![
             value(0, &["b", "b.relu"]),
             value(1, &["b", "b.relu_1"]),

@@ -18,7 +18,14 @@ impl Builder {
         }
     }
 
-    fn push(&mut self, op: &str, scope: &str, role: ValueRole, inputs: &[usize], data: &[f32]) -> usize {
+    fn push(
+        &mut self,
+        op: &str,
+        scope: &str,
+        role: ValueRole,
+        inputs: &[usize],
+        data: &[f32],
+    ) -> usize {
         let id = self.values.len();
         let mut levels = vec![];
         let mut path = String::new();
@@ -62,7 +69,12 @@ impl Builder {
 
     fn output(&mut self, n: usize, from: usize) -> usize {
         let data = match &self.values[from].tensor {
-            Some(t) => t.data.to_f64_vec().iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            Some(t) => t
+                .data
+                .to_f64_vec()
+                .iter()
+                .map(|&v| v as f32)
+                .collect::<Vec<_>>(),
             None => vec![],
         };
         self.push("output", "", ValueRole::Output(n), &[from], &data)
@@ -106,11 +118,21 @@ fn legacy_fused_conv_pairs_with_batchnorm_output() {
     assert_eq!(bn_pair.onnx, oc);
     assert_eq!(bn_pair.paired_by, PairedBy::Fusion);
     assert_eq!(bn_pair.fused, vec![tc]);
-    assert!(pair_of(&p, tc).is_none(), "conv output must not be compared with the fused Conv");
+    assert!(
+        pair_of(&p, tc).is_none(),
+        "conv output must not be compared with the fused Conv"
+    );
     assert_eq!(pair_of(&p, tr).unwrap().onnx, or);
-    let conv_note = p.unpaired.iter().find(|u| u.id == tc && u.side == Side::Torch).unwrap();
+    let conv_note = p
+        .unpaired
+        .iter()
+        .find(|u| u.id == tc && u.side == Side::Torch)
+        .unwrap();
     assert!(conv_note.accounted && conv_note.reason.contains("fused into"));
-    assert_eq!(p.coverage.torch_layers_paired, p.coverage.torch_layers_total);
+    assert_eq!(
+        p.coverage.torch_layers_paired,
+        p.coverage.torch_layers_total
+    );
 }
 
 /// Same network, dynamo style: the fused Conv carries the bn scope; the conv has no node.
@@ -176,22 +198,32 @@ fn module_called_twice_pairs_each_call_with_its_suffix() {
 fn top_level_functional_ops_pair_by_kind_and_order() {
     let mut t = Builder::new(Side::Torch);
     let ti = t.input(0, &[1.0, 2.0]);
-    let up = t.op("aten::upsample_bilinear2d", "", &[ti], &[1.0, 1.5, 2.0, 2.0]);
+    let up = t.op(
+        "aten::upsample_bilinear2d",
+        "",
+        &[ti],
+        &[1.0, 1.5, 2.0, 2.0],
+    );
     let cat = t.op("aten::cat", "", &[up, up], &[0.0; 8]);
     let add = t.op("aten::add", "", &[cat, cat], &[0.0; 8]);
-    t.output(0, add);
+    let head = t.op("aten::_convolution", "head", &[add], &[1.0; 8]);
+    t.output(0, head);
     let mut o = Builder::new(Side::Onnx);
     let oi = o.input(0, &[1.0, 2.0]);
     let shape = o.op("Shape", "", &[oi], &[2.0]);
     let oup = o.op("Resize", "", &[oi, shape], &[1.0, 1.5, 2.0, 2.0]);
     let ocat = o.op("Concat", "", &[oup, oup], &[0.0; 8]);
     let oadd = o.op("Add", "", &[ocat, ocat], &[0.0; 8]);
-    o.output(0, oadd);
+    let ohead = o.op("Conv", "head", &[oadd], &[1.0; 8]);
+    o.output(0, ohead);
     let p = pair(&t.build(), &o.build()).unwrap();
     assert_eq!(pair_of(&p, up).unwrap().onnx, oup);
     assert_eq!(pair_of(&p, cat).unwrap().onnx, ocat);
     assert_eq!(pair_of(&p, add).unwrap().onnx, oadd);
-    assert!(p.layers.iter().all(|l| l.paired_by == PairedBy::OpOrder));
+    for l in p.layers.iter().filter(|l| l.torch != head) {
+        assert_eq!(l.paired_by, PairedBy::OpOrder);
+    }
+    assert_eq!(pair_of(&p, head).unwrap().paired_by, PairedBy::ModuleOutput);
 }
 
 #[test]
@@ -225,7 +257,10 @@ fn dropout_is_accounted_for_not_unpaired() {
     let oc = o.op("Conv", "conv", &[oi], &[2.0]);
     o.output(0, oc);
     let p = pair(&t.build(), &o.build()).unwrap();
-    assert_eq!(p.coverage.torch_layers_paired, p.coverage.torch_layers_total);
+    assert_eq!(
+        p.coverage.torch_layers_paired,
+        p.coverage.torch_layers_total
+    );
     let note = p.unpaired.iter().find(|u| u.id == d).unwrap();
     assert!(note.accounted);
 }
@@ -249,7 +284,12 @@ fn different_networks_fail_loudly() {
     let ti = t.input(0, &[1.0, 2.0]);
     let mut last = ti;
     for i in 0..5 {
-        last = t.op("aten::_convolution", &format!("conv{i}"), &[last], &[1.0, 2.0]);
+        last = t.op(
+            "aten::_convolution",
+            &format!("conv{i}"),
+            &[last],
+            &[1.0, 2.0],
+        );
     }
     t.output(0, last);
     let mut o = Builder::new(Side::Onnx);

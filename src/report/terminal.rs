@@ -48,7 +48,11 @@ pub fn fmt_num(v: f64) -> String {
     if v.is_nan() {
         "nan".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
     } else if v == 0.0 {
         "0".into()
     } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
@@ -62,7 +66,14 @@ fn truncate(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         s.to_string()
     } else {
-        let tail: String = s.chars().rev().take(width - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(width - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("…{tail}")
     }
 }
@@ -105,10 +116,17 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                 Some(d) => format!(
                     "first divergence at {} ({}) = ONNX {} [{}]{}: error {} of range",
                     module_label(&d.module),
-                    if d.module_type.is_empty() { &d.torch_op } else { &d.module_type },
+                    if d.module_type.is_empty() {
+                        &d.torch_op
+                    } else {
+                        &d.module_type
+                    },
                     d.onnx_node,
                     d.onnx_op,
-                    d.source.as_ref().map(|s| format!(" at {s}")).unwrap_or_default(),
+                    d.source
+                        .as_ref()
+                        .map(|s| format!(" at {s}"))
+                        .unwrap_or_default(),
                     fmt_num(d.rel_to_range)
                 ),
                 None => outcome.gate_failures.join("; "),
@@ -136,14 +154,28 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
     let rows = chosen_rows(outcome, opts);
     let header = format!(
         "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
-        "#", "module", "class", "ONNX node", "op", "shape", "max abs", "rel/range", "cosine", "SNR dB", "verdict"
+        "#",
+        "module",
+        "class",
+        "ONNX node",
+        "op",
+        "shape",
+        "max abs",
+        "rel/range",
+        "cosine",
+        "SNR dB",
+        "verdict"
     );
     let _ = writeln!(out, "{}", paint.dim(&header));
     let mut last: Option<usize> = None;
     for &i in &rows {
         if let Some(prev) = last {
             if i > prev + 1 {
-                let _ = writeln!(out, "{}", paint.dim(&format!("{:>4}  … {} layers", "", i - prev - 1)));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    paint.dim(&format!("{:>4}  … {} layers", "", i - prev - 1))
+                );
             }
         }
         last = Some(i);
@@ -167,13 +199,25 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             fmt_num(l.cmp.max_abs),
             fmt_num(l.cmp.rel_to_range),
             fmt_num(l.cmp.cosine),
-            if l.cmp.snr_db.is_finite() { format!("{:.1}", l.cmp.snr_db) } else { "inf".into() },
+            if l.cmp.snr_db.is_finite() {
+                format!("{:.1}", l.cmp.snr_db)
+            } else {
+                "inf".into()
+            },
             verdict
         );
     }
     if let Some(prev) = last {
         if prev + 1 < outcome.layers.len() {
-            let _ = writeln!(out, "{}", paint.dim(&format!("{:>4}  … {} layers", "", outcome.layers.len() - prev - 1)));
+            let _ = writeln!(
+                out,
+                "{}",
+                paint.dim(&format!(
+                    "{:>4}  … {} layers",
+                    "",
+                    outcome.layers.len() - prev - 1
+                ))
+            );
         }
     }
     if rows.len() < outcome.layers.len() {
@@ -197,7 +241,11 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             format_shape(&o.cmp.shape),
             fmt_num(o.cmp.max_abs),
             fmt_num(o.cmp.rel_to_range),
-            if o.cmp.pass { paint.green("ok") } else { paint.red("FAIL") }
+            if o.cmp.pass {
+                paint.green("ok")
+            } else {
+                paint.red("FAIL")
+            }
         );
     }
     let c = &outcome.coverage;

@@ -7,8 +7,8 @@
 use super::convert::{from_host, to_host};
 use super::ffi::ModulePlan;
 use super::meta::{parse_hierarchy, GraphMeta, InputMeta};
-use crate::sniff::{sniff, FileKind};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
+use crate::sniff::{sniff, FileKind};
 use crate::tensor::HostTensor;
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ pub struct TorchModel {
 fn check_file(path: &Path) -> Result<()> {
     let mut head = [0u8; 8];
     let mut file = std::fs::File::open(path).map_err(|e| anyhow!("cannot open it: {e}"))?;
-    let n = std::io::Read::read(&mut file, &mut head).map_err(|e| anyhow!("cannot read it: {e}"))?;
+    let n =
+        std::io::Read::read(&mut file, &mut head).map_err(|e| anyhow!("cannot read it: {e}"))?;
     match sniff(&head[..n]) {
         FileKind::Zip => Ok(()),
         FileKind::Empty => bail!("the file is empty"),
@@ -51,7 +52,7 @@ impl TorchModel {
         let context = || format!("TorchScript model {}", path.display());
         check_file(path).with_context(context)?;
         let plan = ModulePlan::load(path)
-            .map_err(|e| anyhow!("{}", first_line(&e.to_string())))
+            .map_err(|e| anyhow!("{}", explain_load_error(&first_line(&e.to_string()))))
             .with_context(context)?;
         let meta: GraphMeta = serde_json::from_str(&plan.meta_json())
             .context("the TorchScript shim returned unreadable metadata")
@@ -102,20 +103,26 @@ impl TorchModel {
     /// Runs the module's own `forward`, uninstrumented, and returns its flattened outputs.
     pub fn forward(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
         let tensors = self.to_torch_inputs(inputs)?;
-        let run = self
-            .plan
-            .forward(&tensors)
-            .map_err(|e| anyhow!("running {}: {}", self.path.display(), first_line(&e.to_string())))?;
+        let run = self.plan.forward(&tensors).map_err(|e| {
+            anyhow!(
+                "running {}: {}",
+                self.path.display(),
+                first_line(&e.to_string())
+            )
+        })?;
         run.outputs.iter().map(to_host).collect()
     }
 
     /// Runs the instrumented graph and returns every captured value.
     pub fn capture(&self, inputs: &[HostTensor]) -> Result<Capture> {
         let tensors = self.to_torch_inputs(inputs)?;
-        let run = self
-            .plan
-            .capture(&tensors)
-            .map_err(|e| anyhow!("running {}: {}", self.path.display(), first_line(&e.to_string())))?;
+        let run = self.plan.capture(&tensors).map_err(|e| {
+            anyhow!(
+                "running {}: {}",
+                self.path.display(),
+                first_line(&e.to_string())
+            )
+        })?;
         if run.captured.len() != self.meta.values.len() {
             bail!(
                 "the TorchScript shim returned {} values for {} described ones",
@@ -151,7 +158,11 @@ impl TorchModel {
         let producers_known = self.meta.outputs.len() == run.outputs.len();
         for (n, tensor) in run.outputs.iter().enumerate() {
             let host = to_host(tensor).with_context(|| format!("output {n}"))?;
-            let producer = if producers_known { self.meta.outputs[n] } else { None };
+            let producer = if producers_known {
+                self.meta.outputs[n]
+            } else {
+                None
+            };
             values.push(CapturedValue {
                 id: values.len(),
                 name: format!("output{n}"),
@@ -185,6 +196,22 @@ impl TorchModel {
             values,
             uncapturable,
         })
+    }
+}
+
+/// libtorch reports a damaged or foreign zip in the words of its archive reader; say what it
+/// means first and keep its detail after.
+fn explain_load_error(message: &str) -> String {
+    let detail = match message.find("] ") {
+        Some(i) if message.starts_with("[enforce fail") => {
+            message[i + 2..].trim_start_matches(". ")
+        }
+        _ => message,
+    };
+    if message.contains("PytorchStreamReader") || message.contains("inline_container") {
+        format!("not a readable TorchScript archive (damaged, or not written by torch.jit.save): {detail}")
+    } else {
+        detail.to_string()
     }
 }
 

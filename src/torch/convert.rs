@@ -82,7 +82,10 @@ mod tests {
             HostTensor::f32(vec![2, 3], vec![1.0, -2.5, 3.0, 0.0, 5.5, -6.0]),
             HostTensor::new(vec![3], TensorData::I64(vec![1, -2, 3])),
             HostTensor::new(vec![2], TensorData::Bool(vec![true, false])),
-            HostTensor::new(vec![2], TensorData::F16(vec![f16::from_f32(1.5), f16::from_f32(-0.25)])),
+            HostTensor::new(
+                vec![2],
+                TensorData::F16(vec![f16::from_f32(1.5), f16::from_f32(-0.25)]),
+            ),
             HostTensor::new(vec![], TensorData::F64(vec![7.0])),
             HostTensor::new(vec![0, 4], TensorData::F32(vec![])),
         ];

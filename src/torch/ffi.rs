@@ -37,7 +37,9 @@ fn take_error(err: *mut c_char) -> String {
         return "unknown error in the TorchScript shim".to_string();
     }
     // SAFETY: the shim allocates `err` with malloc as a NUL-terminated string.
-    let message = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
+    let message = unsafe { CStr::from_ptr(err) }
+        .to_string_lossy()
+        .into_owned();
     unsafe { ac_free_string(err) };
     message
 }
@@ -101,7 +103,15 @@ impl ModulePlan {
         let mut n_outputs = 0usize;
         let mut err: *mut c_char = std::ptr::null_mut();
         // SAFETY: the input pointers are live at::Tensor objects owned by `inputs`.
-        let arr = unsafe { entry(self.ptr, ptrs.as_mut_ptr(), ptrs.len(), &mut n_outputs, &mut err) };
+        let arr = unsafe {
+            entry(
+                self.ptr,
+                ptrs.as_mut_ptr(),
+                ptrs.len(),
+                &mut n_outputs,
+                &mut err,
+            )
+        };
         if arr.is_null() {
             return Err(anyhow!(take_error(err)));
         }
