@@ -36,6 +36,26 @@ fn build_shim() {
         .compile("align_check_shim");
     // The binary and the tests find libtorch without LD_LIBRARY_PATH.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    println!(
+        "cargo:rustc-env=ALIGN_CHECK_LIBTORCH_VERSION={}",
+        libtorch_version(root)
+    );
+}
+
+/// The version of the libtorch we compile against, as reports name it: the PyPI wheel
+/// records it in `version.py`, a standalone libtorch in `build-version`.
+fn libtorch_version(root: &Path) -> String {
+    if let Ok(text) = std::fs::read_to_string(root.join("build-version")) {
+        return text.trim().to_string();
+    }
+    std::fs::read_to_string(root.join("version.py"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("__version__ = "))
+                .map(|v| v.trim().trim_matches('\'').to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
 }
 
 fn generate_onnx_types() {

@@ -458,6 +458,9 @@ def main():
     with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
         json.dump(MANIFEST, f, indent=2)
         f.write("\n")
+    # Derived from conv_bn_legacy's files and manifest entry, so it comes after both.
+    from fixtures_lib.hostile import make_hostile_names
+    make_hostile_names(FIXTURES)
     if args.show_dynamo_metadata:
         for name, ex_ in REPORT["dynamo_examples"].items():
             print(name, json.dumps(ex_, indent=1))

@@ -4,13 +4,17 @@
 //! goes to the report sinks and decides the exit code. A mismatch is a value in the outcome,
 //! never an error: errors are reserved for "could not do the job" (exit 2).
 
-use crate::capture::Capture;
+use crate::capture::{Capture, Uncapturable};
 use crate::config::CheckConfig;
-use crate::evaluate::evaluate;
-use crate::inputs::{resolve, ResolvedInput};
+use crate::details::LayerDetail;
+use crate::evaluate::{badness, compare_pairs, details, judge, Evaluation, SampleAggregate};
+use crate::inputs::samples::{resolve_samples, Sample};
+use crate::inputs::ResolvedInput;
+use crate::onnx::signature::InputSpec;
+use crate::pairing::Pairing;
 use crate::onnx;
 use crate::outcome::{
-    CoverageReport, FileInfo, Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::progress::Progress;
@@ -22,74 +26,213 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-fn file_info(path: &Path) -> FileInfo {
-    FileInfo {
+fn file_info(path: &Path) -> Result<FileInfo> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let size_bytes = std::io::copy(&mut file, &mut hasher)?;
+    Ok(FileInfo {
         path: path.display().to_string(),
-        size_bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        size_bytes,
+        sha256: format!("{:x}", hasher.finalize()),
+    })
+}
+
+fn environment(threads: usize) -> Environment {
+    // Release builds say "git-branch=rel-1.31.1" in their build info; the PyPI wheel says
+    // "HEAD", but its library file carries the version (libonnxruntime.so.1.31.1).
+    let info = ort::info();
+    let from_branch = info
+        .split(", ")
+        .find_map(|part| part.split("git-branch=rel-").nth(1))
+        .map(str::to_string);
+    let from_file = onnx::runtime::loaded_library()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.split_once(".so.").map(|(_, v)| v.to_string())
+        });
+    let onnxruntime = from_branch
+        .or(from_file)
+        .unwrap_or_else(|| info.to_string());
+    Environment {
+        align_check: env!("CARGO_PKG_VERSION").to_string(),
+        libtorch: env!("ALIGN_CHECK_LIBTORCH_VERSION").to_string(),
+        onnxruntime,
+        threads,
     }
 }
 
-/// Loads both models and runs both captures on the same inputs.
+/// Both models, loaded once for every sample.
+pub struct Models {
+    torch: TorchModel,
+    onnx: onnx::model::OnnxModel,
+    pub specs: Vec<InputSpec>,
+}
+
+pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
+    crate::runtimes::init(&cfg.runtime, true)?;
+    let t0 = Instant::now();
+    let onnx_model = onnx::model::load(&cfg.onnx_path)?;
+    let specs = onnx::signature::inputs(&onnx_model)?;
+    let torch = TorchModel::load(&cfg.torch_path)?;
+    timing.load_s += t0.elapsed().as_secs_f64();
+    Ok(Models {
+        torch,
+        onnx: onnx_model,
+        specs,
+    })
+}
+
+/// One sample's inputs and what each runtime computed from them.
 pub struct Captured {
+    pub label: String,
     pub inputs: Vec<ResolvedInput>,
     pub torch: Capture,
     pub onnx: Capture,
-    pub timing: Timing,
 }
 
-pub fn capture_both(cfg: &CheckConfig, progress: &Progress) -> Result<Captured> {
-    let mut timing = Timing::default();
-    crate::runtimes::init(&cfg.runtime, true)?;
-    let t0 = Instant::now();
-    progress.stage("loading models");
-    let onnx_model = onnx::model::load(&cfg.onnx_path)?;
-    let specs = onnx::signature::inputs(&onnx_model)?;
-    let inputs = resolve(&specs, &cfg.inputs)?;
-    let torch_model = TorchModel::load(&cfg.torch_path)?;
-    timing.load_s = t0.elapsed().as_secs_f64();
-
-    let tensors: Vec<_> = inputs.iter().map(|i| i.tensor.clone()).collect();
+pub fn capture_sample(
+    models: &Models,
+    cfg: &CheckConfig,
+    sample: Sample,
+    progress: &Progress,
+    timing: &mut Timing,
+) -> Result<Captured> {
+    let tensors: Vec<_> = sample.inputs.iter().map(|i| i.tensor.clone()).collect();
     let t1 = Instant::now();
-    progress.stage("running TorchScript");
-    let torch = torch_model.capture(&tensors)?;
-    timing.torch_run_s = t1.elapsed().as_secs_f64();
+    progress.stage(&format!("{}: running TorchScript", sample.label));
+    let torch = models.torch.capture(&tensors)?;
+    timing.torch_run_s += t1.elapsed().as_secs_f64();
 
     let t2 = Instant::now();
-    progress.stage("running ONNX Runtime");
-    let named: Vec<(String, _)> = inputs
+    progress.stage(&format!("{}: running ONNX Runtime", sample.label));
+    let named: Vec<(String, _)> = sample
+        .inputs
         .iter()
         .map(|i| (i.name.clone(), i.tensor.clone()))
         .collect();
     let onnx = onnx::capture::capture(
-        &onnx_model,
+        &models.onnx,
         &named,
         cfg.runtime.threads,
         cfg.runtime.ort_custom_ops.as_deref(),
     )?;
-    timing.onnx_run_s = t2.elapsed().as_secs_f64();
+    timing.onnx_run_s += t2.elapsed().as_secs_f64();
     Ok(Captured {
-        inputs,
+        label: sample.label,
+        inputs: sample.inputs,
         torch,
         onnx,
-        timing,
     })
 }
 
-pub fn build_outcome(cfg: &CheckConfig, captured: Captured, started: Instant) -> Result<Outcome> {
-    let Captured {
-        inputs,
-        torch,
-        onnx,
-        mut timing,
-    } = captured;
-    let t3 = Instant::now();
-    let pairing = pair(&torch, &onnx)?;
-    timing.pairing_s = t3.elapsed().as_secs_f64();
+/// Folds samples into one outcome: pairs once (the graphs are the same for every sample),
+/// compares every sample, keeps the worst case per pair, and keeps the captures of the
+/// worst sample only, for the element-level detail of the reports.
+pub struct Accumulator {
+    pub timing: Timing,
+    pairing: Option<Pairing>,
+    aggregate: Option<SampleAggregate>,
+    worst: Option<((usize, f64), Capture, Capture)>,
+    first_inputs: Vec<ResolvedInput>,
+    labels: Vec<String>,
+}
 
-    let t4 = Instant::now();
-    let eval = evaluate(&torch, &onnx, &pairing, &cfg.policy)?;
-    timing.statistics_s = t4.elapsed().as_secs_f64();
+impl Default for Accumulator {
+    fn default() -> Self {
+        Accumulator {
+            timing: Timing::default(),
+            pairing: None,
+            aggregate: None,
+            worst: None,
+            first_inputs: Vec::new(),
+            labels: Vec::new(),
+        }
+    }
+}
 
+impl Accumulator {
+    pub fn add(&mut self, cfg: &CheckConfig, captured: Captured) -> Result<()> {
+        let Captured {
+            label,
+            inputs,
+            torch,
+            onnx,
+        } = captured;
+        if self.pairing.is_none() {
+            let t = Instant::now();
+            self.pairing = Some(pair(&torch, &onnx)?);
+            self.timing.pairing_s += t.elapsed().as_secs_f64();
+            self.first_inputs = inputs;
+        }
+        let pairing = self.pairing.as_ref().expect("paired above");
+        let t = Instant::now();
+        let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy)?;
+        let bad = badness(&cmps);
+        let sample = self.labels.len();
+        match &mut self.aggregate {
+            None => self.aggregate = Some(SampleAggregate::new(cmps)),
+            Some(agg) => agg.add(cmps, sample),
+        }
+        self.timing.statistics_s += t.elapsed().as_secs_f64();
+        let is_worst = match &self.worst {
+            None => true,
+            Some((b, _, _)) => bad.0 > b.0 || (bad.0 == b.0 && bad.1 > b.1),
+        };
+        if is_worst {
+            self.worst = Some((bad, torch, onnx));
+        }
+        self.labels.push(label);
+        Ok(())
+    }
+
+    pub fn finish(mut self, cfg: &CheckConfig, started: Instant) -> Result<Outcome> {
+        let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) =
+            (self.pairing.take(), self.aggregate.take(), self.worst.take())
+        else {
+            anyhow::bail!("no input sample was checked");
+        };
+        let t = Instant::now();
+        let eval = judge(&torch, &onnx, &pairing, aggregate.finish());
+        let details = details(&eval.layers, &torch, &onnx)?;
+        self.timing.statistics_s += t.elapsed().as_secs_f64();
+        let mut uncapturable = torch.uncapturable.clone();
+        uncapturable.extend(onnx.uncapturable.iter().cloned());
+        drop((torch, onnx));
+        let mut timing = self.timing;
+        timing.total_s = started.elapsed().as_secs_f64();
+        assemble(cfg, pairing, eval, details, uncapturable, self.first_inputs, self.labels, timing)
+    }
+}
+
+/// The whole check on every input sample the configuration names.
+pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
+    let started = Instant::now();
+    let mut acc = Accumulator::default();
+    progress.stage("loading models");
+    let models = load_models(cfg, &mut acc.timing)?;
+    let samples = resolve_samples(&models.specs, &cfg.inputs)?;
+    for sample in samples {
+        let captured = capture_sample(&models, cfg, sample, progress, &mut acc.timing)?;
+        acc.add(cfg, captured)?;
+    }
+    progress.stage("comparing layers");
+    acc.finish(cfg, started)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    cfg: &CheckConfig,
+    pairing: Pairing,
+    eval: Evaluation,
+    details: Vec<LayerDetail>,
+    uncapturable: Vec<Uncapturable>,
+    inputs: Vec<ResolvedInput>,
+    samples: Vec<String>,
+    timing: Timing,
+) -> Result<Outcome> {
     let mut gate_failures = Vec::new();
     let failing = eval.layers.iter().filter(|l| !l.cmp.pass).count();
     if failing > 0 {
@@ -123,19 +266,17 @@ pub fn build_outcome(cfg: &CheckConfig, captured: Captured, started: Instant) ->
     } else {
         Verdict::Fail
     };
-    timing.total_s = started.elapsed().as_secs_f64();
-    let mut uncapturable = torch.uncapturable.clone();
-    uncapturable.extend(onnx.uncapturable.iter().cloned());
     Ok(Outcome {
         schema_version: SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        environment: environment(cfg.runtime.threads),
         verdict,
         gate_failures,
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
-        torch_model: file_info(&cfg.torch_path),
-        onnx_model: file_info(&cfg.onnx_path),
+        torch_model: file_info(&cfg.torch_path)?,
+        onnx_model: file_info(&cfg.onnx_path)?,
         inputs,
+        samples,
         tolerances: cfg
             .policy
             .describe()
@@ -156,20 +297,60 @@ pub fn build_outcome(cfg: &CheckConfig, captured: Captured, started: Instant) ->
             unpaired: pairing.unpaired,
             uncapturable,
         },
+        baseline: None,
+        details,
         timing,
     })
 }
 
+/// Applies `--baseline`: adds the growth of every layer and fails the gate where it exceeds
+/// the allowed factor. A missing baseline file is only allowed when it is about to be written.
+fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
+    let Some(path) = &cfg.baseline else {
+        return Ok(());
+    };
+    if !path.exists() && cfg.update_baseline {
+        return Ok(());
+    }
+    let report = crate::baseline::compare(outcome, path, cfg.max_growth)?;
+    let grown: Vec<String> = report
+        .exceeded()
+        .map(|g| format!("{} ({}x)", report::module_label(&g.name), fmt_growth(g.growth)))
+        .collect();
+    if !grown.is_empty() {
+        outcome.gate_failures.push(format!(
+            "error grew more than {}x since the baseline at: {}",
+            cfg.max_growth,
+            grown.join(", ")
+        ));
+        outcome.verdict = Verdict::Fail;
+    }
+    outcome.baseline = Some(report);
+    Ok(())
+}
+
+fn fmt_growth(g: f64) -> String {
+    if g.is_finite() {
+        format!("{g:.1}")
+    } else {
+        "inf".to_string()
+    }
+}
+
 pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
-    let started = Instant::now();
     let progress = Progress::new(!cfg.quiet);
-    let captured = capture_both(cfg, &progress)?;
-    progress.stage("comparing layers");
-    let outcome = build_outcome(cfg, captured, started)?;
+    let mut outcome = outcome(cfg, &progress)?;
     progress.finish();
+    apply_baseline(cfg, &mut outcome)?;
 
     if let Some(path) = &cfg.json {
         report::write_output(path, &report::json::render(&outcome)?)?;
+    }
+    if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {
+        report::write_output(path, &report::json::render(&outcome)?)?;
+        if !cfg.quiet {
+            eprintln!("align-check: wrote new baseline {}", path.display());
+        }
     }
     let json_on_stdout = cfg.json.as_deref() == Some(Path::new("-"));
     if !cfg.quiet && !json_on_stdout {

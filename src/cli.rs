@@ -102,6 +102,21 @@ pub struct CheckArgs {
     )]
     pub min_coverage: f64,
 
+    /// Compare with a previous JSON report: fail when a layer's or output's error grew by more
+    /// than --max-growth times, even if it is still under tolerance
+    #[arg(long, value_name = "OLD.json", help_heading = "Gate")]
+    pub baseline: Option<PathBuf>,
+
+    /// Largest allowed growth of a layer's error relative to the baseline (errors below 1e-7
+    /// of the tensor's range count as 1e-7: rounding noise is not a regression)
+    #[arg(long, value_name = "FACTOR", help_heading = "Gate")]
+    pub max_growth: Option<f64>,
+
+    /// Write this run's JSON report to the --baseline path, making it the new baseline
+    /// (creates it when missing)
+    #[arg(long, requires = "baseline", help_heading = "Gate")]
+    pub update_baseline: bool,
+
     /// Report, but always exit 0 when the check ran (exit 2 still means it could not run)
     #[arg(long, help_heading = "Gate")]
     pub exit_zero: bool,
@@ -138,9 +153,15 @@ pub struct InputArgs {
     #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = split_assignment, help_heading = "Inputs")]
     pub input_files: Vec<(String, String)>,
 
-    /// Take inputs from the arrays of an .npz archive, matched by input name
-    #[arg(long = "inputs", value_name = "FILE.npz", help_heading = "Inputs")]
+    /// Take inputs from the arrays of an .npz archive, matched by input name. A folder of
+    /// .npz files checks every one of them (one sample each; the gate takes the worst case)
+    #[arg(long = "inputs", value_name = "FILE.npz|DIR", help_heading = "Inputs")]
     pub inputs_archive: Option<PathBuf>,
+
+    /// Check N random samples (seeds SEED..SEED+N-1); statistics are aggregated per layer and
+    /// the gate uses the worst sample
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Inputs")]
+    pub samples: usize,
 
     /// Concrete shape for input NAME, resolving its dynamic dimensions (1x3x224x224).
     /// Repeatable

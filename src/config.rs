@@ -26,6 +26,9 @@ pub struct CheckConfig {
     pub runtime: RuntimeConfig,
     pub policy: TolerancePolicy,
     pub min_coverage: f64,
+    pub baseline: Option<PathBuf>,
+    pub max_growth: f64,
+    pub update_baseline: bool,
     pub exit_zero: bool,
     pub json: Option<PathBuf>,
     pub all_rows: bool,
@@ -43,6 +46,7 @@ pub fn input_request(args: &InputArgs) -> InputRequest {
             .map(|(n, p)| (n.clone(), PathBuf::from(p)))
             .collect(),
         archive: args.inputs_archive.clone(),
+        samples: args.samples,
         shapes: args.shapes.clone(),
     }
 }
@@ -102,6 +106,13 @@ impl CheckConfig {
         if let Some(json) = &args.json {
             check_output_path(json, &[torch_path, onnx_path])?;
         }
+        if let Some(baseline) = &args.baseline {
+            check_output_path(baseline, &[torch_path, onnx_path])?;
+        }
+        let max_growth = args.max_growth.unwrap_or(crate::baseline::DEFAULT_MAX_GROWTH);
+        if !(max_growth.is_finite() && max_growth >= 1.0) {
+            bail!("--max-growth must be a number of at least 1, got {max_growth}");
+        }
         Ok(CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
@@ -109,6 +120,9 @@ impl CheckConfig {
             runtime: runtime_config(&args.runtime),
             policy,
             min_coverage: args.min_coverage,
+            baseline: args.baseline.clone(),
+            max_growth,
+            update_baseline: args.update_baseline,
             exit_zero: args.exit_zero,
             json: args.json.clone(),
             all_rows: args.all,

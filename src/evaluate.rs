@@ -7,6 +7,7 @@
 //! hold several origins; all are returned in execution order.
 
 use crate::capture::{Capture, CapturedValue};
+use crate::details::{layer_detail, LayerDetail};
 use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
 use crate::stats::{compare, ErrorStats};
@@ -60,8 +61,96 @@ fn comparison(
         rtol: tol.rtol,
         pass: stats.passes(),
         histogram: stats.histogram.bins.clone(),
+        samples: 1,
+        worst_sample: 0,
+        p95_rel_to_range: stats.rel_to_range,
         stats,
     })
+}
+
+/// The comparisons of every pair on one input sample.
+pub struct Comparisons {
+    pub layers: Vec<Comparison>,
+    pub outputs: Vec<Comparison>,
+}
+
+pub fn compare_pairs(
+    torch: &Capture,
+    onnx: &Capture,
+    pairing: &Pairing,
+    policy: &TolerancePolicy,
+) -> Result<Comparisons> {
+    let (tv, ov) = (&torch.values, &onnx.values);
+    let run = |pairs: &[crate::pairing::Pair]| -> Result<Vec<Comparison>> {
+        pairs
+            .par_iter()
+            .map(|p| comparison(&tv[p.torch], &ov[p.onnx], policy))
+            .collect()
+    };
+    Ok(Comparisons {
+        layers: run(&pairing.layers)?,
+        outputs: run(&pairing.outputs)?,
+    })
+}
+
+/// How bad one sample's comparisons are overall: failing pairs first, then the largest error.
+pub fn badness(c: &Comparisons) -> (usize, f64) {
+    let all = c.layers.iter().chain(&c.outputs);
+    let failing = all.clone().filter(|x| !x.pass).count();
+    let worst = all.map(|x| x.rel_to_range).fold(0.0, f64::max);
+    (failing, worst)
+}
+
+/// Worst case per pair across input samples, plus the spread of the error.
+pub struct SampleAggregate {
+    worst: Comparisons,
+    history: Vec<Vec<f64>>,
+}
+
+fn is_worse(candidate: &Comparison, current: &Comparison) -> bool {
+    match (candidate.pass, current.pass) {
+        (false, true) => true,
+        (true, false) => false,
+        _ => candidate.rel_to_range.total_cmp(&current.rel_to_range).is_gt(),
+    }
+}
+
+impl SampleAggregate {
+    pub fn new(first: Comparisons) -> Self {
+        let history = first
+            .layers
+            .iter()
+            .chain(&first.outputs)
+            .map(|c| vec![c.rel_to_range])
+            .collect();
+        SampleAggregate {
+            worst: first,
+            history,
+        }
+    }
+
+    pub fn add(&mut self, next: Comparisons, sample: usize) {
+        let slots = self.worst.layers.iter_mut().chain(self.worst.outputs.iter_mut());
+        let incoming = next.layers.into_iter().chain(next.outputs);
+        for ((slot, mut c), history) in slots.zip(incoming).zip(&mut self.history) {
+            history.push(c.rel_to_range);
+            if is_worse(&c, slot) {
+                c.worst_sample = sample;
+                *slot = c;
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Comparisons {
+        let slots = self.worst.layers.iter_mut().chain(self.worst.outputs.iter_mut());
+        for (slot, mut history) in slots.zip(self.history) {
+            history.sort_by(f64::total_cmp);
+            let rank = ((history.len() as f64) * 0.95).ceil() as usize;
+            slot.samples = history.len();
+            slot.p95_rel_to_range = history[rank.clamp(1, history.len()) - 1];
+        }
+        self.worst
+    }
 }
 
 pub struct Evaluation {
@@ -70,27 +159,17 @@ pub struct Evaluation {
     pub origins: Vec<Divergence>,
 }
 
-pub fn evaluate(
-    torch: &Capture,
-    onnx: &Capture,
-    pairing: &Pairing,
-    policy: &TolerancePolicy,
-) -> Result<Evaluation> {
-    let (tv, ov) = (&torch.values, &onnx.values);
-    let layer_cmps: Vec<Comparison> = pairing
-        .layers
-        .par_iter()
-        .map(|p| comparison(&tv[p.torch], &ov[p.onnx], policy))
-        .collect::<Result<_>>()?;
-    let output_cmps: Vec<Comparison> = pairing
-        .outputs
-        .par_iter()
-        .map(|p| comparison(&tv[p.torch], &ov[p.onnx], policy))
-        .collect::<Result<_>>()?;
+/// Worst layers (by error relative to range) that get element-level detail besides the
+/// divergence origins.
+const DETAILED_WORST: usize = 5;
 
+/// Judges the (possibly aggregated) comparisons: layer results in execution order, which
+/// layers inherit an upstream failure, and the divergence origins.
+pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Comparisons) -> Evaluation {
+    let (tv, ov) = (&torch.values, &onnx.values);
     // A torch value is tainted when some failing layer lies upstream of it.
     let mut failing = vec![false; tv.len()];
-    for (p, c) in pairing.layers.iter().zip(&layer_cmps) {
+    for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
         failing[p.torch] = !c.pass;
     }
     let mut tainted = vec![false; tv.len()];
@@ -101,8 +180,8 @@ pub fn evaluate(
             .any(|&u| u < v.id && (failing[u] || tainted[u]));
     }
 
-    let mut layers = Vec::with_capacity(layer_cmps.len());
-    for (index, (p, cmp)) in pairing.layers.iter().zip(layer_cmps).enumerate() {
+    let mut layers = Vec::with_capacity(cmps.layers.len());
+    for (index, (p, cmp)) in pairing.layers.iter().zip(cmps.layers).enumerate() {
         let (t, o) = (&tv[p.torch], &ov[p.onnx]);
         layers.push(LayerResult {
             index,
@@ -134,7 +213,7 @@ pub fn evaluate(
     let outputs = pairing
         .outputs
         .iter()
-        .zip(output_cmps)
+        .zip(cmps.outputs)
         .enumerate()
         .map(|(position, (p, cmp))| OutputResult {
             name: ov[p.onnx].name.clone(),
@@ -142,11 +221,44 @@ pub fn evaluate(
             cmp,
         })
         .collect();
-    Ok(Evaluation {
+    Evaluation {
         layers,
         outputs,
         origins,
-    })
+    }
+}
+
+/// Element-level detail for the layers worth a close look, from one sample's captures.
+pub fn details(layers: &[LayerResult], torch: &Capture, onnx: &Capture) -> Result<Vec<LayerDetail>> {
+    select_details(layers)
+        .into_par_iter()
+        .map(|(i, why)| {
+            let l = &layers[i];
+            let (t, o) = (&torch.values[l.torch_id], &onnx.values[l.onnx_id]);
+            Ok(layer_detail(i, why, tensor_of(t)?, tensor_of(o)?))
+        })
+        .collect()
+}
+
+/// The layers worth a close look: every divergence origin, then the worst ones that fail or
+/// come closest to failing.
+fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
+    let mut chosen: Vec<(usize, &'static str)> = Vec::new();
+    let origins = layers.iter().filter(|l| !l.cmp.pass && !l.upstream_failed);
+    for (n, l) in origins.enumerate() {
+        chosen.push((l.index, if n == 0 { "first divergence" } else { "divergence origin" }));
+    }
+    let mut by_error: Vec<&LayerResult> = layers.iter().collect();
+    by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));
+    for l in by_error {
+        if chosen.len() >= DETAILED_WORST + 1 {
+            break;
+        }
+        if !chosen.iter().any(|(i, _)| *i == l.index) {
+            chosen.push((l.index, "worst layer"));
+        }
+    }
+    chosen
 }
 
 pub fn divergence_of(l: &LayerResult) -> Divergence {

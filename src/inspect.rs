@@ -176,8 +176,8 @@ fn render_static(model: &TorchModel) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>5}  {:<32} {:<16} {:<26} {}",
-        "index", "module", "class", "op", "source"
+        "{:>5}  {:<32} {:<16} {:<26} source",
+        "index", "module", "class", "op"
     );
     for (i, v) in model.static_values().iter().enumerate() {
         let _ = writeln!(

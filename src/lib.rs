@@ -5,10 +5,12 @@
 //! (pairing, evaluate, outcome, report) works on the plain types of `capture` and `tensor`
 //! and never touches tch or ort.
 
+pub mod baseline;
 pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod details;
 pub mod evaluate;
 pub mod inputs;
 pub mod inspect;

@@ -5,7 +5,9 @@
 //! numbers (an SNR of +inf for identical tensors) are written as `null`, since JSON has no
 //! infinity.
 
+use crate::baseline::BaselineReport;
 use crate::capture::Uncapturable;
+use crate::details::LayerDetail;
 use crate::inputs::ResolvedInput;
 use crate::pairing::{Coverage, Unpaired};
 use crate::stats::ErrorStats;
@@ -59,6 +61,12 @@ pub struct Comparison {
     pub rtol: f64,
     pub pass: bool,
     pub histogram: Vec<u64>,
+    /// Input samples this pair was compared on; the statistics above are the worst one's.
+    pub samples: usize,
+    pub worst_sample: usize,
+    /// 95th percentile of `rel_to_range` across samples (equal to it for one sample).
+    #[serde(serialize_with = "finite_or_null")]
+    pub p95_rel_to_range: f64,
     #[serde(skip)]
     pub stats: ErrorStats,
 }
@@ -126,6 +134,16 @@ pub struct CoverageReport {
 pub struct FileInfo {
     pub path: String,
     pub size_bytes: u64,
+    pub sha256: String,
+}
+
+/// Versions of everything that computed the numbers in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub align_check: String,
+    pub libtorch: String,
+    pub onnxruntime: String,
+    pub threads: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,7 +166,7 @@ pub struct Timing {
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub schema_version: u32,
-    pub tool_version: String,
+    pub environment: Environment,
     pub verdict: Verdict,
     /// Why the verdict is what it is, one short sentence per failed gate.
     pub gate_failures: Vec<String>,
@@ -157,10 +175,18 @@ pub struct Outcome {
     pub divergence_origins: Vec<Divergence>,
     pub torch_model: FileInfo,
     pub onnx_model: FileInfo,
+    /// The first sample's inputs.
     pub inputs: Vec<ResolvedInput>,
+    /// Every input sample checked (a file or a seed each); `worst_sample` indexes this list.
+    pub samples: Vec<String>,
     pub tolerances: Vec<ToleranceInfo>,
     pub layers: Vec<LayerResult>,
     pub outputs: Vec<OutputResult>,
     pub coverage: CoverageReport,
+    /// Present with `--baseline`: every layer's error against the previous report.
+    pub baseline: Option<BaselineReport>,
+    /// Element-level detail (scatter samples, per-channel error) for the divergence origins
+    /// and the worst layers.
+    pub details: Vec<LayerDetail>,
     pub timing: Timing,
 }

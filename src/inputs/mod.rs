@@ -8,6 +8,7 @@
 
 pub mod npy;
 pub mod random;
+pub mod samples;
 
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::tensor::{format_shape, HostTensor};
@@ -22,8 +23,10 @@ pub struct InputRequest {
     pub seed: u64,
     /// `--input NAME=file.npy`
     pub files: Vec<(String, PathBuf)>,
-    /// `--inputs file.npz`
+    /// `--inputs file.npz`, or a folder of them (one sample each)
     pub archive: Option<PathBuf>,
+    /// `--samples N`: N random samples with seeds seed, seed+1, ...
+    pub samples: usize,
     /// `--shape NAME=1x3x224x224`
     pub shapes: Vec<(String, Vec<usize>)>,
 }

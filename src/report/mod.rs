@@ -40,9 +40,8 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
     ));
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-            e
         })
         .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -248,6 +248,41 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             }
         );
     }
+    if outcome.samples.len() > 1 {
+        let worst = outcome
+            .first_divergence
+            .as_ref()
+            .map(|d| outcome.layers[d.layer_index].cmp.worst_sample);
+        let _ = writeln!(
+            out,
+            "checked {} input samples; statistics are the worst sample's per layer{}",
+            outcome.samples.len(),
+            worst
+                .map(|w| format!("; the first divergence is worst on sample {w} ({})", outcome.samples[w]))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(b) = &outcome.baseline {
+        let mut grown: Vec<_> = b.changes.iter().collect();
+        grown.sort_by(|x, y| y.growth.total_cmp(&x.growth));
+        let _ = writeln!(
+            out,
+            "baseline {}: largest growth {} (limit {}x){}",
+            b.path,
+            grown
+                .iter()
+                .take(3)
+                .map(|g| format!("{} {:.1}x", module_label(&g.name), g.growth))
+                .collect::<Vec<_>>()
+                .join(", "),
+            b.max_growth,
+            if b.unmatched > 0 {
+                format!("; {} layer(s) not in the baseline", b.unmatched)
+            } else {
+                String::new()
+            }
+        );
+    }
     let c = &outcome.coverage;
     let _ = writeln!(
         out,

@@ -1,0 +1,596 @@
+//! The serialisable context the HTML page is rendered from: everything the template shows,
+//! already formatted, derived from one `Outcome`.
+//!
+//! Strings here are raw (a module name is the module name): the template escapes every one of
+//! them on output. The only pre-rendered markup is the charts' SVG, which plotters produced
+//! with its text escaped; the template marks exactly those fields safe.
+
+use super::charts;
+use super::tree::{module_tree, TreeNode};
+use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, Verdict};
+use crate::report::module_label;
+use crate::report::terminal::fmt_num;
+use crate::tensor::format_shape;
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Serialize)]
+pub struct Page {
+    pub title: String,
+    /// `pass` or `fail`.
+    pub verdict: &'static str,
+    pub summary: Summary,
+    pub divergence: Option<DivergenceView>,
+    /// Divergence origins after the first (independent branches).
+    pub other_origins: Vec<DivergenceView>,
+    pub gate_failures: Vec<String>,
+    pub models: Vec<FileView>,
+    pub inputs: Vec<InputView>,
+    /// Input samples when more than one was checked.
+    pub samples: Vec<String>,
+    pub tolerances: Vec<ToleranceView>,
+    pub versions: Vec<Fact>,
+    pub timing: Vec<Fact>,
+    pub outputs: Vec<OutputView>,
+    pub network_chart: String,
+    /// How many layers one point of the network chart stands for.
+    pub network_bucket: usize,
+    pub details: Vec<DetailView>,
+    pub tree: Vec<TreeNode>,
+    pub legend: Vec<LegendEntry>,
+    pub rows: Vec<Row>,
+    /// Distinct ops (ONNX and TorchScript) for the table's op filter.
+    pub ops: Vec<String>,
+    pub unpaired: Vec<UnpairedView>,
+    /// Unpaired values that no rule accounts for (fusion, vanished modules, bookkeeping).
+    pub unpaired_open: usize,
+    pub uncapturable: Vec<UncapturableView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub layers: usize,
+    pub failing: usize,
+    pub outputs: usize,
+    pub failing_outputs: usize,
+    pub torch_coverage: String,
+    pub onnx_coverage: String,
+    pub min_coverage: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DivergenceView {
+    pub index: usize,
+    pub module: String,
+    pub module_type: String,
+    pub torch_op: String,
+    pub onnx_node: String,
+    pub onnx_op: String,
+    pub source: Option<String>,
+    pub rel: String,
+    pub max_abs: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileView {
+    pub role: &'static str,
+    pub path: String,
+    pub size: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InputView {
+    pub name: String,
+    pub shape: String,
+    pub dtype: String,
+    pub source: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ToleranceView {
+    pub applies_to: String,
+    pub atol: String,
+    pub rtol: String,
+}
+
+/// A labelled value for the small fact tables.
+#[derive(Debug, Serialize)]
+pub struct Fact {
+    pub label: &'static str,
+    pub value: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OutputView {
+    pub name: String,
+    pub shape: String,
+    pub max_abs: String,
+    pub rel: String,
+    pub cosine: String,
+    pub pass: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DetailView {
+    pub anchor: String,
+    pub why: String,
+    pub index: usize,
+    pub module: String,
+    pub module_type: String,
+    pub onnx_node: String,
+    pub onnx_op: String,
+    pub torch_op: String,
+    pub shape: String,
+    pub source: Option<String>,
+    pub status: &'static str,
+    pub facts: Vec<Fact>,
+    pub charts: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LegendEntry {
+    pub colour: &'static str,
+    pub label: &'static str,
+}
+
+/// One row of the layer table. `*_key` fields are the exact numbers the table sorts by.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub index: usize,
+    pub module: String,
+    pub module_type: String,
+    pub torch_op: String,
+    pub onnx_node: String,
+    pub onnx_op: String,
+    pub onnx_value: String,
+    pub shape: String,
+    pub dtype: String,
+    pub paired_by: String,
+    pub fused: String,
+    pub source: String,
+    pub max_abs: String,
+    pub max_abs_key: String,
+    pub rel: String,
+    pub rel_key: String,
+    pub cosine: String,
+    pub cosine_key: String,
+    pub snr: String,
+    pub snr_key: String,
+    pub mismatch: String,
+    pub mismatch_key: String,
+    pub colour: &'static str,
+    pub status: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UnpairedView {
+    pub side: &'static str,
+    pub name: String,
+    pub op: String,
+    pub module: String,
+    pub reason: String,
+    pub accounted: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UncapturableView {
+    pub name: String,
+    pub op: String,
+    pub module: String,
+    pub reason: String,
+}
+
+/// Upper bounds of the colour classes `c0`..`c6`; anything above (and NaN) is `c7`.
+const COLOUR_BOUNDS: [(f64, &str, &str); 7] = [
+    (1e-7, "c0", "< 1e-7"),
+    (1e-6, "c1", "< 1e-6"),
+    (1e-5, "c2", "< 1e-5"),
+    (1e-4, "c3", "< 1e-4"),
+    (1e-3, "c4", "< 1e-3"),
+    (1e-2, "c5", "< 1e-2"),
+    (1e-1, "c6", "< 1e-1"),
+];
+
+/// Colour class of an error relative to range: one class per decade, green to red.
+pub fn colour_class(rel: f64) -> &'static str {
+    COLOUR_BOUNDS
+        .iter()
+        .find(|(bound, _, _)| rel < *bound)
+        .map_or("c7", |(_, class, _)| class)
+}
+
+fn legend() -> Vec<LegendEntry> {
+    let mut v: Vec<LegendEntry> = COLOUR_BOUNDS
+        .iter()
+        .map(|&(_, colour, label)| LegendEntry { colour, label })
+        .collect();
+    v.push(LegendEntry {
+        colour: "c7",
+        label: "≥ 1e-1",
+    });
+    v
+}
+
+/// `ok`, `origin` (fails with every upstream layer passing) or `inherited`.
+pub fn status_of(layer: &LayerResult) -> &'static str {
+    match (layer.cmp.pass, layer.upstream_failed) {
+        (true, _) => "ok",
+        (false, false) => "origin",
+        (false, true) => "inherited",
+    }
+}
+
+/// A number as the table sorts it: `parseFloat` reads every one of these, NaN sorts as the
+/// worst value there is.
+fn sort_key(v: f64) -> String {
+    if v.is_nan() || v == f64::INFINITY {
+        "1e999".into()
+    } else if v == f64::NEG_INFINITY {
+        "-1e999".into()
+    } else {
+        format!("{v:e}")
+    }
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {} ({n} bytes)", UNITS[unit])
+    }
+}
+
+fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+fn snr(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.1}")
+    } else if v > 0.0 {
+        "inf".into()
+    } else {
+        fmt_num(v)
+    }
+}
+
+fn divergence_view(d: &Divergence) -> DivergenceView {
+    DivergenceView {
+        index: d.layer_index,
+        module: module_label(&d.module).to_string(),
+        module_type: d.module_type.clone(),
+        torch_op: d.torch_op.clone(),
+        onnx_node: d.onnx_node.clone(),
+        onnx_op: d.onnx_op.clone(),
+        source: d.source.clone(),
+        rel: fmt_num(d.rel_to_range),
+        max_abs: fmt_num(d.max_abs),
+    }
+}
+
+fn row(l: &LayerResult) -> Row {
+    let c = &l.cmp;
+    Row {
+        index: l.index,
+        module: module_label(&l.module).to_string(),
+        module_type: l.module_type.clone(),
+        torch_op: l.torch_op.clone(),
+        onnx_node: l.onnx_node.clone(),
+        onnx_op: l.onnx_op.clone(),
+        onnx_value: l.onnx_value.clone(),
+        shape: format_shape(&c.shape),
+        dtype: if c.dtype == c.onnx_dtype {
+            c.dtype.clone()
+        } else {
+            format!("{} / {}", c.dtype, c.onnx_dtype)
+        },
+        paired_by: l.paired_by.clone(),
+        fused: l.fused.join(", "),
+        source: l.source.clone().unwrap_or_default(),
+        max_abs: fmt_num(c.max_abs),
+        max_abs_key: sort_key(c.max_abs),
+        rel: fmt_num(c.rel_to_range),
+        rel_key: sort_key(c.rel_to_range),
+        cosine: fmt_num(c.cosine),
+        cosine_key: sort_key(c.cosine),
+        snr: snr(c.snr_db),
+        snr_key: sort_key(c.snr_db),
+        mismatch: format!("{:.2}%", c.mismatch_ratio * 100.0),
+        mismatch_key: sort_key(c.mismatch_ratio),
+        colour: colour_class(c.rel_to_range),
+        status: status_of(l),
+    }
+}
+
+/// The statistics a detail section lists next to its charts.
+fn detail_facts(c: &Comparison) -> Vec<Fact> {
+    let tol = charts::tolerance_abs(c);
+    let mut facts = vec![
+        Fact {
+            label: "max |ONNX - ref|",
+            value: format!("{} at [{}]", fmt_num(c.max_abs), index_text(&c.max_abs_index)),
+        },
+        Fact {
+            label: "error / range",
+            value: fmt_num(c.rel_to_range),
+        },
+        Fact {
+            label: "mean abs / RMSE",
+            value: format!("{} / {}", fmt_num(c.mean_abs), fmt_num(c.rmse)),
+        },
+        Fact {
+            label: "cosine / SNR",
+            value: format!("{} / {} dB", fmt_num(c.cosine), snr(c.snr_db)),
+        },
+        Fact {
+            label: "elements outside tolerance",
+            value: format!("{:.3}%", c.mismatch_ratio * 100.0),
+        },
+        Fact {
+            label: "tolerance",
+            value: format!(
+                "atol {} (×max(1, range) = {}), rtol {}",
+                fmt_num(c.atol),
+                fmt_num(tol),
+                fmt_num(c.rtol)
+            ),
+        },
+    ];
+    let nonfinite = c.nan_torch + c.nan_onnx + c.inf_torch + c.inf_onnx;
+    if nonfinite > 0 {
+        facts.push(Fact {
+            label: "NaN / Inf (ref, ONNX)",
+            value: format!(
+                "NaN {} / {}, Inf {} / {}",
+                c.nan_torch, c.nan_onnx, c.inf_torch, c.inf_onnx
+            ),
+        });
+    }
+    facts
+}
+
+fn index_text(index: &[usize]) -> String {
+    index
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
+    let mut out = Vec::new();
+    for (k, d) in outcome.details.iter().enumerate() {
+        let Some(l) = outcome.layers.get(d.layer_index) else {
+            continue;
+        };
+        let mut svgs = vec![charts::error_histogram(&l.cmp)?];
+        if !d.scatter.is_empty() {
+            svgs.push(charts::scatter(d, &l.cmp)?);
+        }
+        if !d.channel_max_abs.is_empty() {
+            svgs.push(charts::channel_errors(d, &l.cmp)?);
+        }
+        out.push(DetailView {
+            anchor: format!("detail-{k}"),
+            why: d.why.clone(),
+            index: l.index,
+            module: module_label(&l.module).to_string(),
+            module_type: l.module_type.clone(),
+            onnx_node: l.onnx_node.clone(),
+            onnx_op: l.onnx_op.clone(),
+            torch_op: l.torch_op.clone(),
+            shape: format_shape(&l.cmp.shape),
+            source: l.source.clone(),
+            status: status_of(l),
+            facts: detail_facts(&l.cmp),
+            charts: svgs,
+        });
+    }
+    Ok(out)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+pub fn page(outcome: &Outcome) -> Result<Page> {
+    let c = &outcome.coverage;
+    let first = outcome
+        .first_divergence
+        .as_ref()
+        .map(|d| (d.layer_index, module_label(&d.module)));
+    let (network_chart, network_bucket) = charts::error_along_network(&outcome.layers, first)?;
+    let ops: BTreeSet<String> = outcome
+        .layers
+        .iter()
+        .flat_map(|l| [l.onnx_op.clone(), l.torch_op.clone()])
+        .filter(|op| !op.is_empty())
+        .collect();
+    let t = &outcome.timing;
+    let e = &outcome.environment;
+    Ok(Page {
+        title: format!(
+            "align-check: {} vs {}",
+            file_name(&outcome.torch_model.path),
+            file_name(&outcome.onnx_model.path)
+        ),
+        verdict: match outcome.verdict {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+        },
+        summary: Summary {
+            layers: outcome.layers.len(),
+            failing: outcome.layers.iter().filter(|l| !l.cmp.pass).count(),
+            outputs: outcome.outputs.len(),
+            failing_outputs: outcome.outputs.iter().filter(|o| !o.cmp.pass).count(),
+            torch_coverage: format!(
+                "{}/{} ({:.1}%)",
+                c.counts.torch_layers_paired,
+                c.counts.torch_layers_total,
+                c.torch_ratio * 100.0
+            ),
+            onnx_coverage: format!(
+                "{}/{} ({:.1}%)",
+                c.counts.onnx_nodes_paired,
+                c.counts.onnx_nodes_total,
+                c.onnx_ratio * 100.0
+            ),
+            min_coverage: format!("{:.1}%", c.min_coverage * 100.0),
+        },
+        divergence: outcome.first_divergence.as_ref().map(divergence_view),
+        other_origins: outcome
+            .divergence_origins
+            .iter()
+            .skip(1)
+            .map(divergence_view)
+            .collect(),
+        gate_failures: outcome.gate_failures.clone(),
+        models: [
+            ("TorchScript (reference)", &outcome.torch_model),
+            ("ONNX", &outcome.onnx_model),
+        ]
+        .into_iter()
+        .map(|(role, f)| FileView {
+            role,
+            path: f.path.clone(),
+            size: bytes(f.size_bytes),
+            sha256: f.sha256.clone(),
+        })
+        .collect(),
+        inputs: outcome
+            .inputs
+            .iter()
+            .map(|i| InputView {
+                name: i.name.clone(),
+                shape: format_shape(&i.shape),
+                dtype: i.dtype.clone(),
+                source: i.source.clone(),
+            })
+            .collect(),
+        samples: if outcome.samples.len() > 1 {
+            outcome.samples.clone()
+        } else {
+            Vec::new()
+        },
+        tolerances: outcome
+            .tolerances
+            .iter()
+            .map(|t| ToleranceView {
+                applies_to: t.applies_to.clone(),
+                atol: fmt_num(t.atol),
+                rtol: fmt_num(t.rtol),
+            })
+            .collect(),
+        versions: vec![
+            Fact {
+                label: "align-check",
+                value: e.align_check.clone(),
+            },
+            Fact {
+                label: "libtorch",
+                value: e.libtorch.clone(),
+            },
+            Fact {
+                label: "ONNX Runtime",
+                value: e.onnxruntime.clone(),
+            },
+            Fact {
+                label: "threads",
+                value: if e.threads == 0 {
+                    "all cores".into()
+                } else {
+                    e.threads.to_string()
+                },
+            },
+        ],
+        timing: [
+            ("total", t.total_s),
+            ("loading", t.load_s),
+            ("TorchScript run", t.torch_run_s),
+            ("ONNX Runtime run", t.onnx_run_s),
+            ("pairing", t.pairing_s),
+            ("statistics", t.statistics_s),
+        ]
+        .into_iter()
+        .map(|(label, s)| Fact {
+            label,
+            value: seconds(s),
+        })
+        .collect(),
+        outputs: outcome
+            .outputs
+            .iter()
+            .map(|o| OutputView {
+                name: o.name.clone(),
+                shape: format_shape(&o.cmp.shape),
+                max_abs: fmt_num(o.cmp.max_abs),
+                rel: fmt_num(o.cmp.rel_to_range),
+                cosine: fmt_num(o.cmp.cosine),
+                pass: o.cmp.pass,
+            })
+            .collect(),
+        network_chart,
+        network_bucket,
+        details: details(outcome)?,
+        tree: module_tree(outcome),
+        legend: legend(),
+        rows: outcome.layers.iter().map(row).collect(),
+        ops: ops.into_iter().collect(),
+        unpaired: c
+            .unpaired
+            .iter()
+            .map(|u| UnpairedView {
+                side: u.side.label(),
+                name: u.name.clone(),
+                op: u.op.clone(),
+                module: module_label(&u.module).to_string(),
+                reason: u.reason.clone(),
+                accounted: u.accounted,
+            })
+            .collect(),
+        unpaired_open: c.unpaired.iter().filter(|u| !u.accounted).count(),
+        uncapturable: c
+            .uncapturable
+            .iter()
+            .map(|u| UncapturableView {
+                name: u.name.clone(),
+                op: u.op.clone(),
+                module: module_label(&u.module).to_string(),
+                reason: u.reason.clone(),
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_classes_are_decades() {
+        assert_eq!(colour_class(0.0), "c0");
+        assert_eq!(colour_class(5e-7), "c1");
+        assert_eq!(colour_class(0.0139), "c6");
+        assert_eq!(colour_class(f64::INFINITY), "c7");
+        assert_eq!(colour_class(f64::NAN), "c7");
+    }
+
+    #[test]
+    fn sort_keys_parse_as_numbers() {
+        assert_eq!(sort_key(f64::NAN), "1e999");
+        assert_eq!(sort_key(0.5), "5e-1");
+    }
+}
