@@ -337,22 +337,29 @@ fn fmt_growth(g: f64) -> String {
     }
 }
 
+/// Every report the configuration asks for, each derived from the same outcome.
+fn write_reports(cfg: &CheckConfig, outcome: &Outcome) -> Result<()> {
+    let r = &cfg.reports;
+    if let Some(path) = &r.json {
+        report::write_output(path, &report::json::render(outcome)?)?;
+    }
+    Ok(())
+}
+
 pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
     let progress = Progress::new(!cfg.quiet);
     let mut outcome = outcome(cfg, &progress)?;
     progress.finish();
     apply_baseline(cfg, &mut outcome)?;
 
-    if let Some(path) = &cfg.json {
-        report::write_output(path, &report::json::render(&outcome)?)?;
-    }
+    write_reports(cfg, &outcome)?;
     if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {
         report::write_output(path, &report::json::render(&outcome)?)?;
         if !cfg.quiet {
             eprintln!("align-check: wrote new baseline {}", path.display());
         }
     }
-    let json_on_stdout = cfg.json.as_deref() == Some(Path::new("-"));
+    let json_on_stdout = cfg.reports.json.as_deref() == Some(Path::new("-"));
     if !cfg.quiet && !json_on_stdout {
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
         let text = terminal::render(

@@ -62,12 +62,18 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// TorchScript model (torch.jit.trace or torch.jit.script, saved with torch.jit.save)
-    #[arg(value_name = "MODEL_PT", required = true)]
+    #[arg(value_name = "MODEL_PT")]
     pub model_pt: Option<PathBuf>,
 
     /// ONNX model exported from the same network (legacy or dynamo exporter)
-    #[arg(value_name = "MODEL_ONNX", required = true)]
+    #[arg(value_name = "MODEL_ONNX")]
     pub model_onnx: Option<PathBuf>,
+
+    /// Configuration file holding any of these options (see README, Configuration file).
+    /// Default: align-check.toml in the working directory, when it exists. Flags given on
+    /// the command line win over the file
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
 
     #[command(flatten)]
     pub inputs: InputArgs,
@@ -94,13 +100,9 @@ pub struct CheckArgs {
     pub tolerances: Vec<String>,
 
     /// Fail (exit 1) when fewer than this share of TorchScript layers were compared
-    #[arg(
-        long,
-        value_name = "RATIO",
-        default_value_t = 0.9,
-        help_heading = "Gate"
-    )]
-    pub min_coverage: f64,
+    /// [default: 0.9]
+    #[arg(long, value_name = "RATIO", help_heading = "Gate")]
+    pub min_coverage: Option<f64>,
 
     /// Compare with a previous JSON report: fail when a layer's or output's error grew by more
     /// than --max-growth times, even if it is still under tolerance
@@ -125,6 +127,18 @@ pub struct CheckArgs {
     #[arg(long, value_name = "PATH", help_heading = "Reports")]
     pub json: Option<PathBuf>,
 
+    /// Write a self-contained HTML report with charts to PATH
+    #[arg(long, value_name = "PATH", help_heading = "Reports")]
+    pub html: Option<PathBuf>,
+
+    /// Write a short Markdown summary (for a pull-request comment or job summary) to PATH
+    #[arg(long, value_name = "PATH", help_heading = "Reports")]
+    pub markdown: Option<PathBuf>,
+
+    /// Write JUnit XML (one test case per output and per top-level module) to PATH
+    #[arg(long, value_name = "PATH", help_heading = "Reports")]
+    pub junit: Option<PathBuf>,
+
     /// Show every layer in the terminal table, not only those around the first divergence
     /// and the worst ones
     #[arg(long, help_heading = "Reports")]
@@ -145,9 +159,9 @@ pub struct CheckArgs {
 
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Seed for the random inputs
-    #[arg(long, default_value_t = 0, help_heading = "Inputs")]
-    pub seed: u64,
+    /// Seed for the random inputs [default: 0]
+    #[arg(long, help_heading = "Inputs")]
+    pub seed: Option<u64>,
 
     /// Take input NAME from a .npy file. Repeatable
     #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = split_assignment, help_heading = "Inputs")]
@@ -160,8 +174,8 @@ pub struct InputArgs {
 
     /// Check N random samples (seeds SEED..SEED+N-1); statistics are aggregated per layer and
     /// the gate uses the worst sample
-    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Inputs")]
-    pub samples: usize,
+    #[arg(long, value_name = "N", help_heading = "Inputs")]
+    pub samples: Option<usize>,
 
     /// Concrete shape for input NAME, resolving its dynamic dimensions (1x3x224x224).
     /// Repeatable
@@ -172,8 +186,9 @@ pub struct InputArgs {
 #[derive(Debug, Args)]
 pub struct RuntimeArgs {
     /// Threads for each runtime (libtorch intra-op and ONNX Runtime intra-op); 0 = all cores
-    #[arg(long, default_value_t = 0, help_heading = "Runtimes")]
-    pub threads: usize,
+    /// [default: 0]
+    #[arg(long, help_heading = "Runtimes")]
+    pub threads: Option<usize>,
 
     /// ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default: ORT_DYLIB_PATH,
     /// else the library of the environment scripts/bootstrap.sh installed

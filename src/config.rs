@@ -6,7 +6,9 @@
 
 use crate::cli::{CheckArgs, InputArgs, RuntimeArgs};
 use crate::inputs::InputRequest;
-use crate::tolerance::{parse_override, TolerancePolicy};
+use crate::config_file::{InputsSection, RuntimeSection};
+use crate::inputs::parse_shape;
+use crate::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,23 @@ pub struct RuntimeConfig {
     pub ort_lib: Option<PathBuf>,
     pub ort_custom_ops: Option<PathBuf>,
     pub torch_ops: Vec<PathBuf>,
+}
+
+/// Where each report goes, when asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Reports {
+    pub json: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+}
+
+impl Reports {
+    pub fn all(&self) -> impl Iterator<Item = &PathBuf> {
+        [&self.json, &self.html, &self.markdown, &self.junit]
+            .into_iter()
+            .flatten()
+    }
 }
 
 #[derive(Debug)]
@@ -30,40 +49,66 @@ pub struct CheckConfig {
     pub max_growth: f64,
     pub update_baseline: bool,
     pub exit_zero: bool,
-    pub json: Option<PathBuf>,
+    pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
     pub verbose: bool,
     pub quiet: bool,
 }
 
-pub fn input_request(args: &InputArgs) -> InputRequest {
-    InputRequest {
-        seed: args.seed,
-        files: args
-            .input_files
-            .iter()
-            .map(|(n, p)| (n.clone(), PathBuf::from(p)))
-            .collect(),
-        archive: args.inputs_archive.clone(),
-        samples: args.samples,
-        shapes: args.shapes.clone(),
+/// Inputs as requested on the command line, with the config file's `[inputs]` underneath.
+pub fn input_request(args: &InputArgs, file: Option<&InputsSection>) -> Result<InputRequest> {
+    let empty = InputsSection::default();
+    let file = file.unwrap_or(&empty);
+    let mut files: Vec<(String, PathBuf)> = args
+        .input_files
+        .iter()
+        .map(|(n, p)| (n.clone(), PathBuf::from(p)))
+        .collect();
+    for (name, path) in &file.files {
+        if !files.iter().any(|(n, _)| n == name) {
+            files.push((name.clone(), path.clone()));
+        }
     }
+    let mut shapes = args.shapes.clone();
+    for (name, shape) in &file.shapes {
+        if !shapes.iter().any(|(n, _)| n == name) {
+            let dims = parse_shape(shape)
+                .map_err(|e| anyhow::anyhow!("config [inputs.shapes] {name}: {e}"))?;
+            shapes.push((name.clone(), dims));
+        }
+    }
+    Ok(InputRequest {
+        seed: args.seed.or(file.seed).unwrap_or(0),
+        files,
+        archive: args.inputs_archive.clone().or_else(|| file.archive.clone()),
+        samples: args.samples.or(file.samples).unwrap_or(1),
+        shapes,
+    })
 }
 
-pub fn runtime_config(args: &RuntimeArgs) -> RuntimeConfig {
-    let threads = if args.threads == 0 {
-        std::thread::available_parallelism()
+pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> RuntimeConfig {
+    let empty = RuntimeSection::default();
+    let file = file.unwrap_or(&empty);
+    let threads = match args.threads.or(file.threads).unwrap_or(0) {
+        0 => std::thread::available_parallelism()
             .map(|n| n.get())
-            .unwrap_or(1)
+            .unwrap_or(1),
+        n => n,
+    };
+    let torch_ops = if args.torch_ops.is_empty() {
+        file.torch_ops.clone()
     } else {
-        args.threads
+        args.torch_ops.clone()
     };
     RuntimeConfig {
         threads,
-        ort_lib: args.ort_lib.clone(),
-        ort_custom_ops: args.ort_custom_ops.clone(),
-        torch_ops: args.torch_ops.clone(),
+        ort_lib: args.ort_lib.clone().or_else(|| file.ort_lib.clone()),
+        ort_custom_ops: args
+            .ort_custom_ops
+            .clone()
+            .or_else(|| file.ort_custom_ops.clone()),
+        torch_ops,
     }
 }
 
@@ -86,45 +131,65 @@ fn check_output_path(out: &Path, models: &[&Path]) -> Result<()> {
 
 impl CheckConfig {
     pub fn from_args(args: &CheckArgs) -> Result<CheckConfig> {
-        let (Some(torch_path), Some(onnx_path)) = (&args.model_pt, &args.model_onnx) else {
-            bail!("give both models: align-check MODEL_PT MODEL_ONNX");
+        let file = crate::config_file::load(args.config.as_deref())?.unwrap_or_default();
+        let torch_path = args.model_pt.as_ref().or(file.torch_model.as_ref());
+        let onnx_path = args.model_onnx.as_ref().or(file.onnx_model.as_ref());
+        let (Some(torch_path), Some(onnx_path)) = (torch_path, onnx_path) else {
+            bail!("give both models: align-check MODEL_PT MODEL_ONNX (or torch_model and onnx_model in align-check.toml)");
         };
-        if !(0.0..=1.0).contains(&args.min_coverage) {
-            bail!(
-                "--min-coverage must be between 0 and 1, got {}",
-                args.min_coverage
-            );
+        let min_coverage = args.min_coverage.or(file.gate.min_coverage).unwrap_or(0.9);
+        if !(0.0..=1.0).contains(&min_coverage) {
+            bail!("--min-coverage must be between 0 and 1, got {min_coverage}");
         }
-        let overrides = args
+        // Command-line overrides come first: the first matching pattern wins.
+        let mut overrides = args
             .tolerances
             .iter()
             .map(|s| parse_override(s).map_err(anyhow::Error::msg))
             .collect::<Result<Vec<_>>>()
             .context("--tolerance")?;
-        let policy =
-            TolerancePolicy::new(args.atol, args.rtol, overrides).map_err(anyhow::Error::msg)?;
-        if let Some(json) = &args.json {
-            check_output_path(json, &[torch_path, onnx_path])?;
+        overrides.extend(file.tolerances.overrides.iter().map(|o| Override {
+            pattern: o.pattern.clone(),
+            tol: Tolerance {
+                atol: o.atol,
+                rtol: o.rtol,
+            },
+        }));
+        let policy = TolerancePolicy::new(
+            args.atol.or(file.tolerances.atol),
+            args.rtol.or(file.tolerances.rtol),
+            overrides,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let reports = Reports {
+            json: args.json.clone().or_else(|| file.reports.json.clone()),
+            html: args.html.clone().or_else(|| file.reports.html.clone()),
+            markdown: args.markdown.clone().or_else(|| file.reports.markdown.clone()),
+            junit: args.junit.clone().or_else(|| file.reports.junit.clone()),
+        };
+        let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());
+        for out in reports.all().chain(baseline.as_ref()) {
+            check_output_path(out, &[torch_path, onnx_path])?;
         }
-        if let Some(baseline) = &args.baseline {
-            check_output_path(baseline, &[torch_path, onnx_path])?;
-        }
-        let max_growth = args.max_growth.unwrap_or(crate::baseline::DEFAULT_MAX_GROWTH);
+        let max_growth = args
+            .max_growth
+            .or(file.gate.max_growth)
+            .unwrap_or(crate::baseline::DEFAULT_MAX_GROWTH);
         if !(max_growth.is_finite() && max_growth >= 1.0) {
             bail!("--max-growth must be a number of at least 1, got {max_growth}");
         }
         Ok(CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
-            inputs: input_request(&args.inputs),
-            runtime: runtime_config(&args.runtime),
+            inputs: input_request(&args.inputs, Some(&file.inputs))?,
+            runtime: runtime_config(&args.runtime, Some(&file.runtime)),
             policy,
-            min_coverage: args.min_coverage,
-            baseline: args.baseline.clone(),
+            min_coverage,
+            baseline,
             max_growth,
             update_baseline: args.update_baseline,
-            exit_zero: args.exit_zero,
-            json: args.json.clone(),
+            exit_zero: args.exit_zero || file.gate.exit_zero.unwrap_or(false),
+            reports,
             all_rows: args.all,
             worst: args.worst,
             verbose: args.verbose,

@@ -31,8 +31,8 @@ fn file_kind(path: &std::path::Path) -> Result<FileKind> {
 }
 
 pub fn run(args: &InspectArgs) -> Result<ExitCode> {
-    let rt = runtime_config(&args.runtime);
-    let request = input_request(&args.inputs);
+    let rt = runtime_config(&args.runtime, None);
+    let request = input_request(&args.inputs, None)?;
     let text = match file_kind(&args.model)? {
         FileKind::Zip => {
             crate::runtimes::init(&rt, args.onnx.is_some())?;

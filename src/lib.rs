@@ -10,6 +10,7 @@ pub mod capture;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod config_file;
 pub mod details;
 pub mod evaluate;
 pub mod inputs;

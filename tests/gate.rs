@@ -104,3 +104,52 @@ fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
     // A looser limit accepts the same growth.
     assert_eq!(base_args(&["--max-growth", "20"]).status.code(), Some(0));
 }
+
+#[test]
+fn config_file_holds_the_check_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture("fault_gelu");
+    let config = dir.path().join("align-check.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "torch_model = {:?}\nonnx_model = {:?}\n[inputs]\narchive = {:?}\n\
+             [[tolerances.override]]\npattern = \"mlp.*\"\natol = 1e-2\nrtol = 1e-2\n\
+             [reports]\njson = \"report.json\"\n",
+            fx.join("model.pt"),
+            fx.join("model.onnx"),
+            fx.join("inputs.npz"),
+        ),
+    )
+    .unwrap();
+    let out = binary().arg("--config").arg(&config).output().unwrap();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    // The override loosens the GELU layer only; the fault still shows downstream, so the
+    // first divergence moves past mlp.act.
+    let act = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["module"] == "mlp.act")
+        .unwrap();
+    assert_eq!(act["pass"], true);
+    assert_eq!(act["atol"], 1e-2);
+    assert!(out.status.code().is_some());
+
+    // A flag wins over the file: an impossible coverage demand fails the gate.
+    let out = binary()
+        .arg("--config")
+        .arg(&config)
+        .args(["--min-coverage", "1.0", "--json", "-", "--exit-zero"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["coverage"]["min_coverage"], 1.0);
+
+    // Unknown keys are errors that name the key.
+    std::fs::write(&config, "torch_model = \"a.pt\"\n[tolerances]\natoll = 1\n").unwrap();
+    let out = binary().arg("--config").arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("atoll"));
+}

@@ -4,7 +4,10 @@
 //! Files are written to a temporary sibling and renamed into place, so an interrupted run
 //! never leaves half a report for CI to read.
 
+pub mod html;
 pub mod json;
+pub mod junit;
+pub mod markdown;
 pub mod terminal;
 
 use anyhow::{anyhow, Context, Result};

@@ -1,0 +1,266 @@
+//! The JUnit XML report, for CI systems that show test results (GitLab, Jenkins, Azure,
+//! GitHub test reporters): one test suite with a test case per graph output, one per group of
+//! layers under the same top-level module (`layer1`, `(top level)` for values outside any
+//! module), and one for the coverage gate, so that every reason the verdict can fail shows up
+//! as a failed case. A failure's message names the failing layers and their error.
+//!
+//! Every string is XML-escaped, and characters XML 1.0 cannot carry are replaced, so a
+//! hostile or odd node name cannot break the document.
+
+use super::module_label;
+use super::terminal::fmt_num;
+use crate::outcome::{LayerResult, Outcome};
+use crate::tensor::format_shape;
+use std::fmt::Write;
+
+/// Failing layers named in a failure's `message` attribute; the element's text lists them all.
+const MESSAGE_LAYERS: usize = 5;
+
+/// `s` escaped for XML text and attribute values, with the characters XML 1.0 forbids
+/// (controls other than tab and newline) replaced by U+FFFD.
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' => out.push(c),
+            '\r' => out.push_str("&#13;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The top-level module of a layer: `layer1` for `layer1.0.conv1`.
+fn group_of(layer: &LayerResult) -> &str {
+    match layer.module.split('.').next() {
+        Some(first) if !first.is_empty() => first,
+        _ => module_label(""),
+    }
+}
+
+/// One line about a failing layer, as the failure text lists it.
+fn describe(l: &LayerResult) -> String {
+    format!(
+        "#{} {} ({}) = ONNX {} [{}] {}: error {} of range, max abs {} (atol {}, rtol {}), {:.2}% of elements outside tolerance{}{}",
+        l.index,
+        module_label(&l.module),
+        if l.module_type.is_empty() { &l.torch_op } else { &l.module_type },
+        l.onnx_node,
+        l.onnx_op,
+        format_shape(&l.cmp.shape),
+        fmt_num(l.cmp.rel_to_range),
+        fmt_num(l.cmp.max_abs),
+        fmt_num(l.cmp.atol),
+        fmt_num(l.cmp.rtol),
+        l.cmp.mismatch_ratio * 100.0,
+        if l.upstream_failed { ", inherited from upstream" } else { ", divergence origin" },
+        l.source.as_ref().map(|s| format!(", source {s}")).unwrap_or_default()
+    )
+}
+
+struct Case {
+    classname: &'static str,
+    name: String,
+    failure: Option<(String, String)>,
+}
+
+fn layer_cases(outcome: &Outcome) -> Vec<Case> {
+    // Groups in order of first appearance, so the suite reads like the network.
+    let mut groups: Vec<(&str, Vec<&LayerResult>)> = Vec::new();
+    for l in &outcome.layers {
+        let g = group_of(l);
+        match groups.iter_mut().find(|(name, _)| *name == g) {
+            Some((_, v)) => v.push(l),
+            None => groups.push((g, vec![l])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(group, layers)| {
+            let failing: Vec<&&LayerResult> = layers.iter().filter(|l| !l.cmp.pass).collect();
+            let failure = (!failing.is_empty()).then(|| {
+                let named: Vec<String> = failing
+                    .iter()
+                    .take(MESSAGE_LAYERS)
+                    .map(|l| {
+                        format!(
+                            "{} (error {} of range{})",
+                            module_label(&l.module),
+                            fmt_num(l.cmp.rel_to_range),
+                            if l.upstream_failed { ", inherited" } else { "" }
+                        )
+                    })
+                    .collect();
+                let more = failing.len().saturating_sub(MESSAGE_LAYERS);
+                let message = format!(
+                    "{} of {} layers exceed tolerance: {}{}",
+                    failing.len(),
+                    layers.len(),
+                    named.join(", "),
+                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                );
+                let body = failing.iter().map(|l| describe(l)).collect::<Vec<_>>().join("\n");
+                (message, body)
+            });
+            Case {
+                classname: "align-check.layers",
+                name: format!("{group} ({} layers)", layers.len()),
+                failure,
+            }
+        })
+        .collect()
+}
+
+fn output_cases(outcome: &Outcome) -> Vec<Case> {
+    outcome
+        .outputs
+        .iter()
+        .map(|o| {
+            let c = &o.cmp;
+            Case {
+                classname: "align-check.outputs",
+                name: format!("output {} ({})", o.name, o.position),
+                failure: (!c.pass).then(|| {
+                    (
+                        format!(
+                            "output {} exceeds tolerance: error {} of range, max abs {}",
+                            o.name,
+                            fmt_num(c.rel_to_range),
+                            fmt_num(c.max_abs)
+                        ),
+                        format!(
+                            "shape {}, max abs {}, error / range {}, cosine {}, {:.2}% of elements outside tolerance (atol {}, rtol {})",
+                            format_shape(&c.shape),
+                            fmt_num(c.max_abs),
+                            fmt_num(c.rel_to_range),
+                            fmt_num(c.cosine),
+                            c.mismatch_ratio * 100.0,
+                            fmt_num(c.atol),
+                            fmt_num(c.rtol)
+                        ),
+                    )
+                }),
+            }
+        })
+        .collect()
+}
+
+fn coverage_case(outcome: &Outcome) -> Case {
+    let c = &outcome.coverage;
+    let short = c.torch_ratio < c.min_coverage;
+    Case {
+        classname: "align-check.coverage",
+        name: "coverage of TorchScript layers".to_string(),
+        failure: short.then(|| {
+            (
+                format!(
+                    "only {:.1}% of TorchScript layers were compared (minimum {:.1}%)",
+                    c.torch_ratio * 100.0,
+                    c.min_coverage * 100.0
+                ),
+                c.unpaired
+                    .iter()
+                    .filter(|u| !u.accounted)
+                    .map(|u| {
+                        format!(
+                            "unpaired {} {} [{}] in {}: {}",
+                            u.side.label(),
+                            u.name,
+                            u.op,
+                            module_label(&u.module),
+                            u.reason
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        }),
+    }
+}
+
+/// The JUnit XML report of `outcome`.
+pub fn render(outcome: &Outcome) -> String {
+    let mut cases = output_cases(outcome);
+    cases.extend(layer_cases(outcome));
+    cases.push(coverage_case(outcome));
+    let failures = cases.iter().filter(|c| c.failure.is_some()).count();
+    let suite = format!(
+        "align-check {} vs {}",
+        outcome.torch_model.path, outcome.onnx_model.path
+    );
+    let time = format!("{:.3}", outcome.timing.total_s);
+    let mut out = String::new();
+    let _ = writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        out,
+        r#"<testsuites name="align-check" tests="{}" failures="{failures}" errors="0" time="{time}">"#,
+        cases.len()
+    );
+    let _ = writeln!(
+        out,
+        r#"  <testsuite name="{}" tests="{}" failures="{failures}" errors="0" skipped="0" time="{time}">"#,
+        xml(&suite),
+        cases.len()
+    );
+    let e = &outcome.environment;
+    let _ = writeln!(out, "    <properties>");
+    for (name, value) in [
+        ("align-check", e.align_check.as_str()),
+        ("libtorch", e.libtorch.as_str()),
+        ("onnxruntime", e.onnxruntime.as_str()),
+        ("torch_model_sha256", outcome.torch_model.sha256.as_str()),
+        ("onnx_model_sha256", outcome.onnx_model.sha256.as_str()),
+    ] {
+        let _ = writeln!(
+            out,
+            r#"      <property name="{}" value="{}"/>"#,
+            xml(name),
+            xml(value)
+        );
+    }
+    let _ = writeln!(out, "    </properties>");
+    for case in &cases {
+        let open = format!(
+            r#"    <testcase classname="{}" name="{}" time="0""#,
+            case.classname,
+            xml(&case.name)
+        );
+        match &case.failure {
+            None => {
+                let _ = writeln!(out, "{open}/>");
+            }
+            Some((message, body)) => {
+                let _ = writeln!(out, "{open}>");
+                let _ = writeln!(
+                    out,
+                    r#"      <failure message="{}" type="tolerance">{}</failure>"#,
+                    xml(message),
+                    xml(body)
+                );
+                let _ = writeln!(out, "    </testcase>");
+            }
+        }
+    }
+    let _ = writeln!(out, "  </testsuite>");
+    let _ = writeln!(out, "</testsuites>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_forbidden_characters() {
+        assert_eq!(
+            xml("<script>alert('1')</script> & \"x\"\u{1}"),
+            "&lt;script&gt;alert(&apos;1&apos;)&lt;/script&gt; &amp; &quot;x&quot;\u{FFFD}"
+        );
+    }
+}

@@ -1,0 +1,256 @@
+//! The Markdown report: a short summary for a pull-request comment or a CI job summary. The
+//! verdict, the first divergence with its Python source line, the worst layers (ten at most),
+//! coverage and how many unpaired values nothing explains; the HTML and JSON reports hold the
+//! rest.
+//!
+//! Every model-supplied string goes into a code span (where Markdown renders markup as text),
+//! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
+
+use super::module_label;
+use super::terminal::fmt_num;
+use crate::outcome::{Divergence, LayerResult, Outcome, Verdict};
+use crate::tensor::format_shape;
+use std::fmt::Write;
+
+/// Rows of the worst-layers table.
+const WORST_ROWS: usize = 10;
+
+/// `s` as an inline code span that is safe in a table cell: the fence is longer than any run
+/// of backticks inside, `|` is escaped (GitHub splits cells before parsing code spans), line
+/// breaks become spaces.
+fn code(s: &str) -> String {
+    if s.is_empty() {
+        return String::new();
+    }
+    let text: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('|', "\\|");
+    let longest = text
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    // A span that starts or ends with a backtick needs a space so the fence is not extended.
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// Plain text outside code spans: markup characters as entities, pipes escaped.
+fn text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '|' => out.push_str("\\|"),
+            '`' | '*' | '_' | '[' | ']' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn divergence_sentence(d: &Divergence) -> String {
+    let class = if d.module_type.is_empty() {
+        &d.torch_op
+    } else {
+        &d.module_type
+    };
+    let mut s = format!(
+        "{} ({}) = ONNX {} [{}]: error {} of range (max abs {})",
+        code(module_label(&d.module)),
+        text(class),
+        code(&d.onnx_node),
+        text(&d.onnx_op),
+        fmt_num(d.rel_to_range),
+        fmt_num(d.max_abs)
+    );
+    match &d.source {
+        Some(src) => {
+            let _ = write!(s, ", source {}", code(src));
+        }
+        None => s.push_str(", no Python source recorded"),
+    }
+    s
+}
+
+fn verdict_cell(l: &LayerResult) -> &'static str {
+    match (l.cmp.pass, l.upstream_failed) {
+        (true, _) => "ok",
+        (false, false) => "**FAIL**",
+        (false, true) => "FAIL (inherited)",
+    }
+}
+
+/// The Markdown summary of `outcome`.
+pub fn render(outcome: &Outcome) -> String {
+    let mut out = String::new();
+    let failing = outcome.layers.iter().filter(|l| !l.cmp.pass).count();
+    match outcome.verdict {
+        Verdict::Pass => {
+            let _ = writeln!(
+                out,
+                "## align-check: ✅ PASS\n\n{} layers and {} output(s) within tolerance.",
+                outcome.layers.len(),
+                outcome.outputs.len()
+            );
+        }
+        Verdict::Fail => {
+            let _ = writeln!(out, "## align-check: ❌ FAIL\n");
+            match &outcome.first_divergence {
+                Some(d) => {
+                    let _ = writeln!(out, "**First divergence:** {}.", divergence_sentence(d));
+                }
+                None => {
+                    let _ = writeln!(out, "No layer diverges; the check failed on its gates.");
+                }
+            }
+            if !outcome.gate_failures.is_empty() {
+                let _ = writeln!(out);
+                for g in &outcome.gate_failures {
+                    let _ = writeln!(out, "- {}", text(g));
+                }
+            }
+            if outcome.divergence_origins.len() > 1 {
+                let _ = writeln!(
+                    out,
+                    "\n{} independent origins (parallel branches): {}",
+                    outcome.divergence_origins.len(),
+                    outcome
+                        .divergence_origins
+                        .iter()
+                        .map(|d| code(module_label(&d.module)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+
+    let mut worst: Vec<&LayerResult> = outcome.layers.iter().collect();
+    worst.sort_by(|a, b| {
+        let key = |l: &LayerResult| {
+            let v = l.cmp.rel_to_range;
+            if v.is_nan() {
+                f64::INFINITY
+            } else {
+                v
+            }
+        };
+        key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index))
+    });
+    worst.truncate(WORST_ROWS);
+    if !worst.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Worst layers ({} of {}, {} failing)\n",
+            worst.len(),
+            outcome.layers.len(),
+            failing
+        );
+        let _ = writeln!(
+            out,
+            "| # | module | class | ONNX node | op | shape | max abs | error / range | verdict |"
+        );
+        let _ = writeln!(out, "|--:|---|---|---|---|---|--:|--:|---|");
+        for l in worst {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                l.index,
+                code(module_label(&l.module)),
+                text(&l.module_type),
+                code(&l.onnx_node),
+                text(&l.onnx_op),
+                format_shape(&l.cmp.shape),
+                fmt_num(l.cmp.max_abs),
+                fmt_num(l.cmp.rel_to_range),
+                verdict_cell(l)
+            );
+        }
+    }
+
+    if !outcome.outputs.is_empty() {
+        let _ = writeln!(out, "\n**Outputs:** {}", {
+            outcome
+                .outputs
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {} of range ({})",
+                        code(&o.name),
+                        fmt_num(o.cmp.rel_to_range),
+                        if o.cmp.pass { "ok" } else { "**FAIL**" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    }
+    let c = &outcome.coverage;
+    let open = c.unpaired.iter().filter(|u| !u.accounted).count();
+    let _ = writeln!(
+        out,
+        "\n**Coverage:** {}/{} TorchScript layers ({:.1}%, gate {:.1}%), {}/{} ONNX nodes ({:.1}%); \
+         {} unpaired value(s) not accounted for{}.",
+        c.counts.torch_layers_paired,
+        c.counts.torch_layers_total,
+        c.torch_ratio * 100.0,
+        c.min_coverage * 100.0,
+        c.counts.onnx_nodes_paired,
+        c.counts.onnx_nodes_total,
+        c.onnx_ratio * 100.0,
+        open,
+        if c.uncapturable.is_empty() {
+            String::new()
+        } else {
+            format!("; {} value(s) inside if/loop bodies cannot be captured", c.uncapturable.len())
+        }
+    );
+    let e = &outcome.environment;
+    let _ = writeln!(
+        out,
+        "\n<sub>align-check {} · libtorch {} · ONNX Runtime {} · {} vs {} · {:.2} s</sub>",
+        text(&e.align_check),
+        text(&e.libtorch),
+        text(&e.onnxruntime),
+        code(file_name(&outcome.torch_model.path)),
+        code(file_name(&outcome.onnx_model.path)),
+        outcome.timing.total_s
+    );
+    out
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_spans_survive_backticks_and_pipes() {
+        assert_eq!(code("a|b"), "`a\\|b`");
+        assert_eq!(code("x`y"), "``x`y``");
+        assert_eq!(code("`z"), "`` `z ``");
+        assert_eq!(code(""), "");
+    }
+
+    #[test]
+    fn plain_text_has_no_markup() {
+        assert_eq!(text("<img src=x>"), "&lt;img src=x&gt;");
+    }
+}

@@ -1,0 +1,321 @@
+//! The HTML, Markdown and JUnit reports on real fixtures, built through the library exactly as
+//! the CLI builds its `Outcome`: the HTML is well-formed, self-contained, has its charts and
+//! names, and shows hostile ONNX names only escaped; Markdown and JUnit carry the verdict and
+//! the first divergence.
+//!
+//! `ALIGN_CHECK_HTML_OUT=report.html` (with `ALIGN_CHECK_HTML_MODEL=DIR` holding model.pt,
+//! model.onnx and inputs.npz; default the fault_conv_weight fixture) makes
+//! `write_report_named_by_env` write that model's HTML report there, for screenshots.
+
+mod common;
+
+use align_check::outcome::{LayerResult, Outcome};
+use align_check::report::{html, junit, markdown};
+use clap::Parser;
+use common::fixture;
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use std::path::Path;
+
+const SCRIPT_PAYLOAD: &str = "<script>alert(1)</script>";
+const IMG_PAYLOAD: &str = "<img src=x onerror";
+
+fn outcome_of_dir(dir: &Path) -> Outcome {
+    let (pt, onnx, npz) = (
+        dir.join("model.pt"),
+        dir.join("model.onnx"),
+        dir.join("inputs.npz"),
+    );
+    let cli = align_check::cli::Cli::try_parse_from([
+        "align-check",
+        pt.to_str().unwrap(),
+        onnx.to_str().unwrap(),
+        "--inputs",
+        npz.to_str().unwrap(),
+    ])
+    .unwrap();
+    let cfg = align_check::config::CheckConfig::from_args(&cli.check).unwrap();
+    let progress = align_check::progress::Progress::new(false);
+    let cap = align_check::check::capture_both(&cfg, &progress).unwrap();
+    align_check::check::build_outcome(&cfg, cap, std::time::Instant::now()).unwrap()
+}
+
+fn outcome_of(name: &str) -> Outcome {
+    outcome_of_dir(&fixture(name))
+}
+
+fn html_of(outcome: &Outcome) -> String {
+    String::from_utf8(html::render(outcome).unwrap()).expect("the report is UTF-8")
+}
+
+/// What a structural walk of the page found.
+#[derive(Default)]
+struct Structure {
+    /// Every `src`/`href` attribute value, unescaped.
+    links: Vec<String>,
+    /// Element names in document order.
+    elements: Vec<String>,
+    /// Element names that the page opens with `id` attribute values.
+    ids: Vec<String>,
+}
+
+/// Parses the page as XML (it is written as XHTML-compatible HTML): every tag closed in
+/// order, every entity valid. Panics with the position of the first problem.
+fn walk(doc: &str) -> Structure {
+    let mut reader = Reader::from_str(doc);
+    reader.config_mut().check_end_names = true;
+    let mut stack: Vec<String> = Vec::new();
+    let mut found = Structure::default();
+    loop {
+        let event = reader
+            .read_event()
+            .unwrap_or_else(|e| panic!("not well-formed at {}: {e}", reader.buffer_position()));
+        let (start, empty) = match &event {
+            Event::Start(s) => (Some(s.clone()), false),
+            Event::Empty(s) => (Some(s.clone()), true),
+            _ => (None, false),
+        };
+        if let Some(s) = start {
+            let name = String::from_utf8(s.name().as_ref().to_vec()).unwrap();
+            for attr in s.attributes() {
+                let attr = attr.unwrap_or_else(|e| panic!("bad attribute in <{name}>: {e}"));
+                let value = attr.unescape_value().expect("attribute entities are valid");
+                match attr.key.as_ref() {
+                    b"src" | b"href" | b"xlink:href" | b"action" | b"formaction" => {
+                        found.links.push(value.into_owned())
+                    }
+                    b"id" => found.ids.push(value.into_owned()),
+                    _ => {}
+                }
+            }
+            found.elements.push(name.clone());
+            if !empty {
+                stack.push(name);
+            }
+        }
+        match event {
+            Event::End(e) => {
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                assert_eq!(stack.pop().as_deref(), Some(name.as_str()), "unbalanced </{name}>");
+            }
+            Event::GeneralRef(r) => {
+                let ok = if r.is_char_ref() {
+                    r.resolve_char_ref().ok().flatten().is_some()
+                } else {
+                    matches!(&*r.into_inner(), "lt" | "gt" | "amp" | "quot" | "apos")
+                };
+                assert!(ok, "unknown entity at {}", reader.buffer_position());
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert!(stack.is_empty(), "unclosed elements at the end: {stack:?}");
+    found
+}
+
+fn assert_self_contained(doc: &str, s: &Structure) {
+    for link in &s.links {
+        assert!(
+            link.starts_with('#') || link.starts_with("data:"),
+            "the page points outside itself: {link}"
+        );
+    }
+    for tag in ["link", "iframe", "img", "object", "embed", "base", "audio", "video"] {
+        assert!(!s.elements.iter().any(|e| e == tag), "the page has a <{tag}> element");
+    }
+    let scripts = s.elements.iter().filter(|e| *e == "script").count();
+    assert_eq!(scripts, 1, "exactly one (inline) script");
+    assert!(!doc.contains("@import") && !doc.contains("url("), "CSS must not load anything");
+}
+
+/// One network chart plus, per detail, a histogram and the scatter and channel charts the
+/// detail has data for.
+fn expected_charts(outcome: &Outcome) -> usize {
+    1 + outcome
+        .details
+        .iter()
+        .map(|d| 1 + usize::from(!d.scatter.is_empty()) + usize::from(!d.channel_max_abs.is_empty()))
+        .sum::<usize>()
+}
+
+#[test]
+fn fault_report_is_well_formed_self_contained_and_names_the_divergence() {
+    let outcome = outcome_of("fault_conv_weight");
+    let doc = html_of(&outcome);
+    let s = walk(&doc);
+    assert_self_contained(&doc, &s);
+
+    assert!(!outcome.details.is_empty(), "a fault has detail layers");
+    assert_eq!(doc.matches("<svg").count(), expected_charts(&outcome));
+    assert_eq!(s.elements.iter().filter(|e| *e == "svg").count(), expected_charts(&outcome));
+
+    let d = outcome.first_divergence.as_ref().expect("the fault diverges");
+    assert_eq!(d.module, "layer1.1.bn2");
+    let headline = &doc[doc.find("<p class=\"sentence\">").unwrap()..];
+    let headline = &headline[..headline.find("</p>").unwrap()];
+    assert!(headline.contains("<code>layer1.1.bn2</code>"), "{headline}");
+    let source = d.source.as_deref().expect("traced models record a source line");
+    assert!(headline.contains(&source.replace('/', "&#x2f;")), "{headline}");
+
+    for l in &outcome.layers {
+        assert!(s.ids.contains(&format!("layer-{}", l.index)), "row of layer {}", l.index);
+        if !l.module.is_empty() {
+            assert!(doc.contains(&format!("<code>{}</code>", l.module)), "{}", l.module);
+        }
+    }
+    // The module tree: nested <details>, each top-level module named.
+    for top in ["layer1", "layer2", "fc"] {
+        assert!(doc.contains(&format!("{top}</b>")), "tree node {top}");
+    }
+    assert!(s.elements.iter().filter(|e| *e == "details").count() >= 4);
+    for (k, _) in outcome.details.iter().enumerate() {
+        assert!(s.ids.contains(&format!("detail-{k}")));
+    }
+    for v in [&outcome.environment.libtorch, &outcome.environment.onnxruntime, &outcome.onnx_model.sha256] {
+        assert!(doc.contains(v.as_str()), "header shows {v}");
+    }
+}
+
+#[test]
+fn hostile_names_are_only_ever_escaped() {
+    let outcome = outcome_of("hostile_names_legacy");
+    assert!(
+        outcome.layers.iter().any(|l| l.onnx_node.contains(SCRIPT_PAYLOAD)),
+        "the fixture carries the payload in its node names"
+    );
+    let doc = html_of(&outcome);
+    assert!(!doc.contains(SCRIPT_PAYLOAD) && !doc.contains(IMG_PAYLOAD), "raw payload in HTML");
+    assert!(doc.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
+    assert!(doc.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    let s = walk(&doc);
+    assert_self_contained(&doc, &s);
+    assert!(!s.elements.iter().any(|e| e == "img"));
+
+    let xml = junit::render(&outcome);
+    assert!(!xml.contains(SCRIPT_PAYLOAD) && !xml.contains(IMG_PAYLOAD), "raw payload in JUnit");
+    let cases = junit_cases(&xml);
+    assert!(cases.iter().any(|(name, _)| name.contains(SCRIPT_PAYLOAD)), "{cases:?}");
+
+    let md = markdown::render(&outcome);
+    for line in md.lines().filter(|l| l.contains('<')) {
+        // Outside code spans only our own <sub> tag may appear.
+        let outside: String = line.split('`').step_by(2).collect();
+        assert!(!outside.contains("<script") && !outside.contains("<img"), "{line}");
+    }
+}
+
+/// (test case name, failure message) of every test case, after XML unescaping.
+fn junit_cases(xml: &str) -> Vec<(String, Option<String>)> {
+    let mut reader = Reader::from_str(xml);
+    reader.config_mut().check_end_names = true;
+    let mut cases: Vec<(String, Option<String>)> = Vec::new();
+    let mut suites = 0;
+    loop {
+        match reader.read_event().expect("JUnit report is well-formed XML") {
+            Event::Start(e) | Event::Empty(e) => {
+                let attr = |key: &str| {
+                    e.attributes()
+                        .map(|a| a.unwrap())
+                        .find(|a| a.key.as_ref() == key.as_bytes())
+                        .map(|a| a.unescape_value().unwrap().into_owned())
+                };
+                match e.name().as_ref() {
+                    b"testsuite" => suites += 1,
+                    b"testcase" => cases.push((attr("name").unwrap(), None)),
+                    b"failure" => cases.last_mut().unwrap().1 = Some(attr("message").unwrap()),
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(suites, 1, "one test suite");
+    cases
+}
+
+#[test]
+fn markdown_and_junit_carry_verdict_and_first_divergence() {
+    let fault = outcome_of("fault_conv_weight");
+    let md = markdown::render(&fault);
+    assert!(md.contains("FAIL"), "{md}");
+    assert!(md.contains("**First divergence:** `layer1.1.bn2`"), "{md}");
+    let source = fault.first_divergence.as_ref().unwrap().source.clone().unwrap();
+    assert!(md.contains(&source), "{md}");
+    assert!(md.contains("### Worst layers (10 of 21"), "{md}");
+    assert!(md.contains("not accounted for"), "{md}");
+
+    let cases = junit_cases(&junit::render(&fault));
+    let layer1 = cases
+        .iter()
+        .find(|(name, _)| name.starts_with("layer1 "))
+        .expect("a case for the layer1 group");
+    let message = layer1.1.as_deref().expect("layer1 fails");
+    assert!(message.contains("layer1.1.bn2 (error"), "{message}");
+    assert!(cases.iter().any(|(n, f)| n.starts_with("output logits") && f.is_some()));
+    assert!(cases.iter().any(|(n, f)| n.starts_with("bn1 ") && f.is_none()), "{cases:?}");
+
+    let clean = outcome_of("conv_bn_legacy");
+    assert!(markdown::render(&clean).contains("PASS"));
+    let xml = junit::render(&clean);
+    assert!(!xml.contains("<failure"), "{xml}");
+    let cases = junit_cases(&xml);
+    // One case per output, per top-level module, and the coverage gate.
+    assert_eq!(cases.len(), 1 + 4 + 1, "{cases:?}");
+}
+
+/// The fault outcome with its layers repeated to `n`, as a stand-in for a large network.
+fn enlarged(mut outcome: Outcome, n: usize) -> Outcome {
+    let base: Vec<LayerResult> = outcome.layers.clone();
+    outcome.layers = (0..n)
+        .map(|i| {
+            let mut l = base[i % base.len()].clone();
+            l.index = i;
+            l.module = format!("blocks.{}.{}", i / base.len(), l.module);
+            l
+        })
+        .collect();
+    outcome
+}
+
+#[test]
+fn reports_of_thousands_of_layers_stay_small() {
+    let outcome = enlarged(outcome_of("fault_conv_weight"), 2500);
+    let started = std::time::Instant::now();
+    let doc = html_of(&outcome);
+    let took = started.elapsed();
+    assert!(doc.len() < 5 << 20, "{} bytes", doc.len());
+    let s = walk(&doc);
+    assert_self_contained(&doc, &s);
+    assert_eq!(s.ids.iter().filter(|id| id.starts_with("layer-")).count(), 2500);
+    // The network chart draws at most one point per bucket of layers.
+    let chart = &doc[doc.find("<svg").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(chart.matches("<circle").count() <= 510, "network chart is aggregated");
+    assert!(took.as_secs_f64() < 5.0, "rendering took {took:?}");
+}
+
+#[test]
+fn write_report_named_by_env() {
+    let Some(out) = std::env::var_os("ALIGN_CHECK_HTML_OUT") else {
+        return;
+    };
+    let dir = std::env::var_os("ALIGN_CHECK_HTML_MODEL")
+        .map(Into::into)
+        .unwrap_or_else(|| fixture("fault_conv_weight"));
+    let outcome = outcome_of_dir(&dir);
+    let layers: usize = std::env::var("ALIGN_CHECK_HTML_LAYERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let outcome = if layers > outcome.layers.len() {
+        enlarged(outcome, layers)
+    } else {
+        outcome
+    };
+    std::fs::write(&out, html::render(&outcome).unwrap()).unwrap();
+    let out = Path::new(&out);
+    std::fs::write(out.with_extension("md"), markdown::render(&outcome)).unwrap();
+    std::fs::write(out.with_extension("junit.xml"), junit::render(&outcome)).unwrap();
+}
