@@ -343,6 +343,15 @@ fn write_reports(cfg: &CheckConfig, outcome: &Outcome) -> Result<()> {
     if let Some(path) = &r.json {
         report::write_output(path, &report::json::render(outcome)?)?;
     }
+    if let Some(path) = &r.html {
+        report::write_output(path, &report::html::render(outcome)?)?;
+    }
+    if let Some(path) = &r.markdown {
+        report::write_output(path, report::markdown::render(outcome).as_bytes())?;
+    }
+    if let Some(path) = &r.junit {
+        report::write_output(path, report::junit::render(outcome).as_bytes())?;
+    }
     Ok(())
 }
 

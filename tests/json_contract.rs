@@ -1,0 +1,151 @@
+//! The JSON report is a public contract. This reader is written from the README's key list,
+//! not from the tool's own types, so renaming or dropping a documented key breaks this test
+//! even when the tool still agrees with itself.
+
+mod common;
+
+use common::check_fixture;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Report {
+    schema_version: u32,
+    verdict: String,
+    first_divergence: Option<Divergence>,
+    layers: Vec<Layer>,
+    outputs: Vec<Output>,
+    coverage: Coverage,
+    inputs: Vec<Input>,
+    timing: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Divergence {
+    module: String,
+    module_type: String,
+    onnx_node: String,
+    onnx_op: String,
+    source: Option<String>,
+    layer_index: usize,
+}
+
+#[derive(Deserialize)]
+struct Stats {
+    max_abs: Option<f64>,
+    mean_abs: Option<f64>,
+    rmse: Option<f64>,
+    max_rel: Option<f64>,
+    rel_to_range: Option<f64>,
+    cosine: Option<f64>,
+    snr_db: Option<f64>,
+    mismatch_ratio: f64,
+    pass: bool,
+}
+
+#[derive(Deserialize)]
+struct Layer {
+    index: usize,
+    module: String,
+    module_type: String,
+    torch_op: String,
+    onnx_node: String,
+    onnx_op: String,
+    shape: Vec<usize>,
+    dtype: String,
+    paired_by: String,
+    #[serde(flatten)]
+    stats: Stats,
+}
+
+#[derive(Deserialize)]
+struct Output {
+    name: String,
+    #[serde(flatten)]
+    stats: Stats,
+}
+
+#[derive(Deserialize)]
+struct Coverage {
+    torch_layers_total: usize,
+    torch_layers_paired: usize,
+    onnx_nodes_total: usize,
+    onnx_nodes_paired: usize,
+    unpaired: Vec<Unpaired>,
+}
+
+#[derive(Deserialize)]
+struct Unpaired {
+    side: String,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+struct Input {
+    name: String,
+    shape: Vec<usize>,
+    dtype: String,
+    source: String,
+}
+
+fn read(name: &str) -> (i32, Report) {
+    let (code, json, _) = check_fixture(name, &[]);
+    let report: Report = serde_json::from_value(json).expect("report follows the documented contract");
+    (code, report)
+}
+
+#[test]
+fn failing_report_follows_the_contract() {
+    let (code, r) = read("fault_conv_weight");
+    assert_eq!(code, 1);
+    assert_eq!(r.schema_version, 1);
+    assert_eq!(r.verdict, "fail");
+    let d = r.first_divergence.expect("a fault has a first divergence");
+    let layer = &r.layers[d.layer_index];
+    assert_eq!(layer.index, d.layer_index);
+    assert_eq!(layer.module, d.module);
+    assert_eq!(layer.module_type, d.module_type);
+    assert_eq!(layer.onnx_node, d.onnx_node);
+    assert_eq!(layer.onnx_op, d.onnx_op);
+    assert!(!layer.stats.pass);
+    assert!(layer.stats.mismatch_ratio > 0.0);
+    assert!(d.source.is_some_and(|s| s.contains(':')));
+    assert_eq!(layer.paired_by, "fusion");
+    // Layers before the divergence pass.
+    assert!(r.layers[..d.layer_index].iter().all(|l| l.stats.pass));
+    for (i, l) in r.layers.iter().enumerate() {
+        assert_eq!(l.index, i);
+        assert!(!l.torch_op.is_empty() && !l.dtype.is_empty() && !l.shape.is_empty());
+        let rel = l.stats.rel_to_range.unwrap();
+        assert!((0.0..=f64::MAX).contains(&rel));
+        assert!(l.stats.max_abs.unwrap() >= l.stats.mean_abs.unwrap());
+        assert!(l.stats.rmse.unwrap() >= l.stats.mean_abs.unwrap() - 1e-12);
+        let _ = (l.stats.max_rel, l.stats.cosine, l.stats.snr_db);
+    }
+    assert_eq!(r.outputs.len(), 1);
+    assert!(!r.outputs[0].name.is_empty());
+    assert!(r.coverage.torch_layers_paired <= r.coverage.torch_layers_total);
+    assert!(r.coverage.onnx_nodes_paired <= r.coverage.onnx_nodes_total);
+    assert!(r.coverage.unpaired.iter().all(|u| !u.reason.is_empty() && !u.side.is_empty()));
+    assert_eq!(r.inputs.len(), 1);
+    assert_eq!(r.inputs[0].dtype, "float32");
+    assert_eq!(r.inputs[0].shape, vec![1, 3, 32, 32]);
+    assert!(r.inputs[0].source.starts_with("npz:"));
+    assert!(!r.inputs[0].name.is_empty());
+    for key in ["load_s", "torch_run_s", "onnx_run_s", "pairing_s", "statistics_s", "total_s"] {
+        assert!(r.timing[key].as_f64().is_some(), "timing.{key}");
+    }
+}
+
+#[test]
+fn passing_report_has_null_first_divergence_and_perfect_identity_stats() {
+    let (code, r) = read("custom_op_legacy");
+    assert_eq!(code, 0);
+    assert_eq!(r.verdict, "pass");
+    assert!(r.first_divergence.is_none());
+    // my_add is exact on both sides: identical tensors give zero error and infinite SNR,
+    // which JSON carries as null.
+    let exact = r.layers.iter().find(|l| l.stats.max_abs == Some(0.0)).expect("an exact layer");
+    assert_eq!(exact.stats.cosine, Some(1.0));
+    assert_eq!(exact.stats.snr_db, None);
+    assert_eq!(exact.stats.mismatch_ratio, 0.0);
+}
