@@ -67,7 +67,10 @@ fn read(path: &Path) -> Result<(HashMap<(String, usize), f64>, HashMap<String, f
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read baseline {}: {e}", path.display()))?;
     let json: Value = serde_json::from_str(&text).map_err(|e| {
-        anyhow!("baseline {} is not an align-check JSON report: {e}", path.display())
+        anyhow!(
+            "baseline {} is not an align-check JSON report: {e}",
+            path.display()
+        )
     })?;
     let (Some(layers), Some(outputs)) = (json["layers"].as_array(), json["outputs"].as_array())
     else {

@@ -10,13 +10,14 @@ use crate::details::LayerDetail;
 use crate::evaluate::{badness, compare_pairs, details, judge, Evaluation, SampleAggregate};
 use crate::inputs::samples::{resolve_samples, Sample};
 use crate::inputs::ResolvedInput;
-use crate::onnx::signature::InputSpec;
-use crate::pairing::Pairing;
 use crate::onnx;
+use crate::onnx::signature::InputSpec;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, FirstNonFinite, Outcome, Timing, ToleranceInfo, Verdict,
+    SCHEMA_VERSION,
 };
 use crate::pairing::pair;
+use crate::pairing::Pairing;
 use crate::progress::Progress;
 use crate::report::{self, terminal};
 use crate::torch::TorchModel;
@@ -189,9 +190,11 @@ impl Accumulator {
     }
 
     pub fn finish(mut self, cfg: &CheckConfig, started: Instant) -> Result<Outcome> {
-        let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) =
-            (self.pairing.take(), self.aggregate.take(), self.worst.take())
-        else {
+        let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) = (
+            self.pairing.take(),
+            self.aggregate.take(),
+            self.worst.take(),
+        ) else {
             anyhow::bail!("no input sample was checked");
         };
         let t = Instant::now();
@@ -203,7 +206,16 @@ impl Accumulator {
         drop((torch, onnx));
         let mut timing = self.timing;
         timing.total_s = started.elapsed().as_secs_f64();
-        assemble(cfg, pairing, eval, details, uncapturable, self.first_inputs, self.labels, timing)
+        assemble(
+            cfg,
+            pairing,
+            eval,
+            details,
+            uncapturable,
+            self.first_inputs,
+            self.labels,
+            timing,
+        )
     }
 }
 
@@ -273,6 +285,7 @@ fn assemble(
         gate_failures,
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
+        first_nonfinite: FirstNonFinite::find(&eval.layers),
         torch_model: file_info(&cfg.torch_path)?,
         onnx_model: file_info(&cfg.onnx_path)?,
         inputs,
@@ -315,7 +328,13 @@ fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
     let report = crate::baseline::compare(outcome, path, cfg.max_growth)?;
     let grown: Vec<String> = report
         .exceeded()
-        .map(|g| format!("{} ({}x)", report::module_label(&g.name), fmt_growth(g.growth)))
+        .map(|g| {
+            format!(
+                "{} ({}x)",
+                report::module_label(&g.name),
+                fmt_growth(g.growth)
+            )
+        })
         .collect();
     if !grown.is_empty() {
         outcome.gate_failures.push(format!(

@@ -5,9 +5,9 @@
 //! trust every field.
 
 use crate::cli::{CheckArgs, InputArgs, RuntimeArgs};
-use crate::inputs::InputRequest;
 use crate::config_file::{InputsSection, RuntimeSection};
 use crate::inputs::parse_shape;
+use crate::inputs::InputRequest;
 use crate::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -164,7 +164,10 @@ impl CheckConfig {
         let reports = Reports {
             json: args.json.clone().or_else(|| file.reports.json.clone()),
             html: args.html.clone().or_else(|| file.reports.html.clone()),
-            markdown: args.markdown.clone().or_else(|| file.reports.markdown.clone()),
+            markdown: args
+                .markdown
+                .clone()
+                .or_else(|| file.reports.markdown.clone()),
             junit: args.junit.clone().or_else(|| file.reports.junit.clone()),
         };
         let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());

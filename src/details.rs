@@ -23,7 +23,12 @@ pub struct LayerDetail {
     pub channel_max_abs: Vec<f64>,
 }
 
-pub fn layer_detail(index: usize, why: &str, reference: &HostTensor, test: &HostTensor) -> LayerDetail {
+pub fn layer_detail(
+    index: usize,
+    why: &str,
+    reference: &HostTensor,
+    test: &HostTensor,
+) -> LayerDetail {
     let n = reference.numel().min(test.numel());
     let stride = n.div_ceil(SCATTER_POINTS).max(1);
     let mut worst = (0usize, -1.0f64);
@@ -40,7 +45,10 @@ pub fn layer_detail(index: usize, why: &str, reference: &HostTensor, test: &Host
     }
     if n > 0 && worst.0 % stride != 0 {
         let i = worst.0;
-        scatter.push([reference.data.get_f64(i) as f32, test.data.get_f64(i) as f32]);
+        scatter.push([
+            reference.data.get_f64(i) as f32,
+            test.data.get_f64(i) as f32,
+        ]);
     }
     LayerDetail {
         layer_index: index,

@@ -111,7 +111,10 @@ fn is_worse(candidate: &Comparison, current: &Comparison) -> bool {
     match (candidate.pass, current.pass) {
         (false, true) => true,
         (true, false) => false,
-        _ => candidate.rel_to_range.total_cmp(&current.rel_to_range).is_gt(),
+        _ => candidate
+            .rel_to_range
+            .total_cmp(&current.rel_to_range)
+            .is_gt(),
     }
 }
 
@@ -130,7 +133,11 @@ impl SampleAggregate {
     }
 
     pub fn add(&mut self, next: Comparisons, sample: usize) {
-        let slots = self.worst.layers.iter_mut().chain(self.worst.outputs.iter_mut());
+        let slots = self
+            .worst
+            .layers
+            .iter_mut()
+            .chain(self.worst.outputs.iter_mut());
         let incoming = next.layers.into_iter().chain(next.outputs);
         for ((slot, mut c), history) in slots.zip(incoming).zip(&mut self.history) {
             history.push(c.rel_to_range);
@@ -142,7 +149,11 @@ impl SampleAggregate {
     }
 
     pub fn finish(mut self) -> Comparisons {
-        let slots = self.worst.layers.iter_mut().chain(self.worst.outputs.iter_mut());
+        let slots = self
+            .worst
+            .layers
+            .iter_mut()
+            .chain(self.worst.outputs.iter_mut());
         for (slot, mut history) in slots.zip(self.history) {
             history.sort_by(f64::total_cmp);
             let rank = ((history.len() as f64) * 0.95).ceil() as usize;
@@ -229,7 +240,11 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
 }
 
 /// Element-level detail for the layers worth a close look, from one sample's captures.
-pub fn details(layers: &[LayerResult], torch: &Capture, onnx: &Capture) -> Result<Vec<LayerDetail>> {
+pub fn details(
+    layers: &[LayerResult],
+    torch: &Capture,
+    onnx: &Capture,
+) -> Result<Vec<LayerDetail>> {
     select_details(layers)
         .into_par_iter()
         .map(|(i, why)| {
@@ -246,7 +261,14 @@ fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut chosen: Vec<(usize, &'static str)> = Vec::new();
     let origins = layers.iter().filter(|l| !l.cmp.pass && !l.upstream_failed);
     for (n, l) in origins.enumerate() {
-        chosen.push((l.index, if n == 0 { "first divergence" } else { "divergence origin" }));
+        chosen.push((
+            l.index,
+            if n == 0 {
+                "first divergence"
+            } else {
+                "divergence origin"
+            },
+        ));
     }
     let mut by_error: Vec<&LayerResult> = layers.iter().collect();
     by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));

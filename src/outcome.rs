@@ -119,6 +119,41 @@ pub struct Divergence {
     pub max_abs: f64,
 }
 
+/// The first layer, in execution order, whose output holds NaN or Inf on one side.
+#[derive(Debug, Clone, Serialize)]
+pub struct NonFinite {
+    pub layer_index: usize,
+    pub module: String,
+    pub nan: usize,
+    pub inf: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FirstNonFinite {
+    pub torch: Option<NonFinite>,
+    pub onnx: Option<NonFinite>,
+}
+
+impl FirstNonFinite {
+    pub fn find(layers: &[LayerResult]) -> FirstNonFinite {
+        let first = |pick: &dyn Fn(&Comparison) -> (usize, usize)| {
+            layers.iter().find_map(|l| {
+                let (nan, inf) = pick(&l.cmp);
+                (nan + inf > 0).then(|| NonFinite {
+                    layer_index: l.index,
+                    module: l.module.clone(),
+                    nan,
+                    inf,
+                })
+            })
+        };
+        FirstNonFinite {
+            torch: first(&|c| (c.nan_torch, c.inf_torch)),
+            onnx: first(&|c| (c.nan_onnx, c.inf_onnx)),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CoverageReport {
     #[serde(flatten)]
@@ -173,6 +208,8 @@ pub struct Outcome {
     pub first_divergence: Option<Divergence>,
     /// Every failing layer whose upstream layers all pass (parallel branches can have several).
     pub divergence_origins: Vec<Divergence>,
+    /// Where NaN or Inf first appear on each side, if anywhere.
+    pub first_nonfinite: FirstNonFinite,
     pub torch_model: FileInfo,
     pub onnx_model: FileInfo,
     /// The first sample's inputs.

@@ -27,7 +27,9 @@ fn export_pair(args: &[&str]) -> Command {
         python.display()
     );
     let mut cmd = Command::new(python);
-    cmd.current_dir(repo()).arg("scripts/export_pair.py").args(args);
+    cmd.current_dir(repo())
+        .arg("scripts/export_pair.py")
+        .args(args);
     cmd
 }
 
@@ -50,7 +52,10 @@ fn export_and_check(args: &[&str]) -> Value {
     );
     let stdout = text(&output.stdout);
     for file in ["model.pt", "model.onnx", "inputs.npz"] {
-        assert!(out.join(file).is_file(), "{file} not written; stdout:\n{stdout}");
+        assert!(
+            out.join(file).is_file(),
+            "{file} not written; stdout:\n{stdout}"
+        );
     }
     assert!(
         stdout.contains("align-check ") && stdout.contains("--inputs "),
@@ -112,7 +117,11 @@ fn srcnn_example_exports_and_passes() {
 fn assert_one_line_error(output: &Output, expect: &str) {
     let stderr = stderr_of(output);
     assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "not one line:\n{stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line:\n{stderr}"
+    );
     assert!(!stderr.contains("Traceback"), "{stderr}");
     assert!(stderr.contains(expect), "expected {expect:?} in:\n{stderr}");
 }
@@ -127,7 +136,10 @@ fn bad_module_path_is_one_line_and_exit_2() {
         .output()
         .unwrap();
     assert_one_line_error(&output, "no_such_pkg");
-    assert!(!out.exists(), "an output folder was made for a failed import");
+    assert!(
+        !out.exists(),
+        "an output folder was made for a failed import"
+    );
 }
 
 #[test]
@@ -136,4 +148,39 @@ fn bad_shape_is_one_line_and_exit_2() {
         .output()
         .unwrap();
     assert_one_line_error(&output, "1x3xfoo");
+}
+
+/// NaN produced inside the model, identically on both sides: the layers still pass (the
+/// NaN pattern agrees) and the report names the first layer that produces them, per side.
+#[test]
+fn nan_produced_inside_the_model_is_located_on_each_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("export");
+    let status = export_pair(&["scripts.examples.nan_model:factory", "--input", "x=1x3x8x8"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let run = binary()
+        .arg(out.join("model.pt"))
+        .arg(out.join("model.onnx"))
+        .arg("--inputs")
+        .arg(out.join("inputs.npz"))
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
+    for side in ["torch", "onnx"] {
+        let first = &report["first_nonfinite"][side];
+        assert_eq!(first["module"], "", "{side}: {first}");
+        assert!(first["nan"].as_u64().unwrap() > 0, "{side}: {first}");
+    }
+    let log = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["torch_op"] == "aten::log")
+        .expect("log layer compared");
+    assert_eq!(log["pass"], true, "same NaN pattern on both sides passes");
 }

@@ -89,7 +89,8 @@ struct Input {
 
 fn read(name: &str) -> (i32, Report) {
     let (code, json, _) = check_fixture(name, &[]);
-    let report: Report = serde_json::from_value(json).expect("report follows the documented contract");
+    let report: Report =
+        serde_json::from_value(json).expect("report follows the documented contract");
     (code, report)
 }
 
@@ -125,13 +126,24 @@ fn failing_report_follows_the_contract() {
     assert!(!r.outputs[0].name.is_empty());
     assert!(r.coverage.torch_layers_paired <= r.coverage.torch_layers_total);
     assert!(r.coverage.onnx_nodes_paired <= r.coverage.onnx_nodes_total);
-    assert!(r.coverage.unpaired.iter().all(|u| !u.reason.is_empty() && !u.side.is_empty()));
+    assert!(r
+        .coverage
+        .unpaired
+        .iter()
+        .all(|u| !u.reason.is_empty() && !u.side.is_empty()));
     assert_eq!(r.inputs.len(), 1);
     assert_eq!(r.inputs[0].dtype, "float32");
     assert_eq!(r.inputs[0].shape, vec![1, 3, 32, 32]);
     assert!(r.inputs[0].source.starts_with("npz:"));
     assert!(!r.inputs[0].name.is_empty());
-    for key in ["load_s", "torch_run_s", "onnx_run_s", "pairing_s", "statistics_s", "total_s"] {
+    for key in [
+        "load_s",
+        "torch_run_s",
+        "onnx_run_s",
+        "pairing_s",
+        "statistics_s",
+        "total_s",
+    ] {
         assert!(r.timing[key].as_f64().is_some(), "timing.{key}");
     }
 }
@@ -144,7 +156,11 @@ fn passing_report_has_null_first_divergence_and_perfect_identity_stats() {
     assert!(r.first_divergence.is_none());
     // my_add is exact on both sides: identical tensors give zero error and infinite SNR,
     // which JSON carries as null.
-    let exact = r.layers.iter().find(|l| l.stats.max_abs == Some(0.0)).expect("an exact layer");
+    let exact = r
+        .layers
+        .iter()
+        .find(|l| l.stats.max_abs == Some(0.0))
+        .expect("an exact layer");
     assert_eq!(exact.stats.cosine, Some(1.0));
     assert_eq!(exact.stats.snr_db, None);
     assert_eq!(exact.stats.mismatch_ratio, 0.0);

@@ -16,7 +16,11 @@ mod tree;
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
 use minijinja::value::Serde;
-use minijinja::{Environment, UndefinedBehavior};
+use minijinja::{
+    escape_formatter, AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior,
+    Value,
+};
+use std::fmt::Write;
 
 const PAGE: &str = include_str!("html/page.html");
 const STYLE: &str = include_str!("html/style.css");
@@ -26,10 +30,39 @@ fn environment() -> Result<Environment<'static>> {
     let mut env = Environment::new();
     // A misspelt field must fail the build of the report, not render as an empty string.
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_formatter(formatter);
     env.add_template("page.html", PAGE)?;
     env.add_template("style.css", STYLE)?;
     env.add_template("script.js", SCRIPT)?;
     Ok(env)
+}
+
+/// Auto-escaping as minijinja does it, less the escaping of `/`: that is not needed for
+/// safety in text or quoted attributes, and it would spell every ONNX node name
+/// (`/layer1/layer1.0/conv1/Conv`) at six bytes per slash on a page of thousands of them.
+fn formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), Error> {
+    match (state.auto_escape(), value.as_str()) {
+        (AutoEscape::Html, Some(text)) if !value.is_safe() => {
+            let mut start = 0;
+            for (i, c) in text.char_indices() {
+                let entity = match c {
+                    '&' => "&amp;",
+                    '<' => "&lt;",
+                    '>' => "&gt;",
+                    '"' => "&quot;",
+                    '\'' => "&#39;",
+                    _ => continue,
+                };
+                out.write_str(&text[start..i])
+                    .and_then(|_| out.write_str(entity))
+                    .map_err(|_| Error::new(ErrorKind::WriteFailure, "writing the page"))?;
+                start = i + c.len_utf8();
+            }
+            out.write_str(&text[start..])
+                .map_err(|_| Error::new(ErrorKind::WriteFailure, "writing the page"))
+        }
+        _ => escape_formatter(out, state, value),
+    }
 }
 
 /// The HTML report of `outcome`, as UTF-8 bytes.
@@ -56,5 +89,21 @@ mod tests {
             }
         }
         assert!(environment().is_ok());
+    }
+
+    #[test]
+    fn strings_are_escaped_and_safe_markup_is_not() {
+        let mut env = environment().unwrap();
+        env.add_template("t.html", "<p title=\"{{ a }}\">{{ a }}</p>{{ b|safe }}")
+            .unwrap();
+        let html = env
+            .get_template("t.html")
+            .unwrap()
+            .render(minijinja::context! { a => "<x y='1' z=\"2\">&/", b => "<svg/>" })
+            .unwrap();
+        assert_eq!(
+            html,
+            "<p title=\"&lt;x y=&#39;1&#39; z=&quot;2&quot;&gt;&amp;/\">&lt;x y=&#39;1&#39; z=&quot;2&quot;&gt;&amp;/</p><svg/>"
+        );
     }
 }

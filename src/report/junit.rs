@@ -103,9 +103,17 @@ fn layer_cases(outcome: &Outcome) -> Vec<Case> {
                     failing.len(),
                     layers.len(),
                     named.join(", "),
-                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
                 );
-                let body = failing.iter().map(|l| describe(l)).collect::<Vec<_>>().join("\n");
+                let body = failing
+                    .iter()
+                    .map(|l| describe(l))
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 (message, body)
             });
             Case {

@@ -27,11 +27,7 @@ fn code(s: &str) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect::<String>()
         .replace('|', "\\|");
-    let longest = text
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
     // A span that starts or ends with a backtick needs a space so the fence is not extended.
     let pad = if text.starts_with('`') || text.ends_with('`') {

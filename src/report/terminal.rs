@@ -248,6 +248,21 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             }
         );
     }
+    for (side, first) in [
+        ("TorchScript", &outcome.first_nonfinite.torch),
+        ("ONNX Runtime", &outcome.first_nonfinite.onnx),
+    ] {
+        if let Some(nf) = first {
+            let _ = writeln!(
+                out,
+                "{side} first produces NaN/Inf at layer {} ({}): {} NaN, {} Inf",
+                nf.layer_index,
+                module_label(&nf.module),
+                nf.nan,
+                nf.inf
+            );
+        }
+    }
     if outcome.samples.len() > 1 {
         let worst = outcome
             .first_divergence
@@ -258,7 +273,10 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             "checked {} input samples; statistics are the worst sample's per layer{}",
             outcome.samples.len(),
             worst
-                .map(|w| format!("; the first divergence is worst on sample {w} ({})", outcome.samples[w]))
+                .map(|w| format!(
+                    "; the first divergence is worst on sample {w} ({})",
+                    outcome.samples[w]
+                ))
                 .unwrap_or_default()
         );
     }

@@ -21,6 +21,8 @@ pub const MAX_NETWORK_POINTS: usize = 500;
 const FLOOR: f64 = 1e-12;
 /// Channels drawn as separate bars; more are drawn as one line.
 const MAX_CHANNEL_BARS: usize = 256;
+/// Rows the error histogram leaves room for, however few bins are filled.
+const MIN_HISTOGRAM_ROWS: usize = 8;
 /// Scatter points are de-duplicated on a grid this fine (about one screen pixel).
 const SCATTER_GRID: f64 = 320.0;
 
@@ -38,7 +40,10 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 /// Runs `draw` on a white SVG canvas of `size` and returns the SVG text.
-fn svg(size: (u32, u32), draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>) -> Result<String> {
+fn svg(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>,
+) -> Result<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
@@ -61,7 +66,12 @@ pub fn tolerance_rel_to_range(cmp: &Comparison) -> Option<f64> {
 /// The absolute error a layer's largest elements may have: `atol * max(1, max|ref|)`.
 pub fn tolerance_abs(cmp: &Comparison) -> f64 {
     let range = cmp.stats.ref_max_abs;
-    cmp.atol * if range.is_finite() { range.max(1.0) } else { 1.0 }
+    cmp.atol
+        * if range.is_finite() {
+            range.max(1.0)
+        } else {
+            1.0
+        }
 }
 
 /// A value on the log axis: 0 sits on the floor, infinities and NaN on the ceiling.
@@ -220,7 +230,9 @@ pub fn error_along_network(
                     FAIL.stroke_width(1),
                 ))
                 .map_err(err)?;
-            let at = layers.get(index).map(|l| on_log_axis(l.cmp.rel_to_range, hi));
+            let at = layers
+                .get(index)
+                .map(|l| on_log_axis(l.cmp.rel_to_range, hi));
             if let Some(y) = at {
                 chart
                     .draw_series([Circle::new((x, y), 6, FAIL.stroke_width(2))])
@@ -228,16 +240,16 @@ pub fn error_along_network(
             }
             // Put the label on whichever side of the line has room.
             let right_half = x > n / 2.0;
-            let style = TextStyle::from((FONT, 13).into_font())
-                .color(&FAIL)
-                .pos(plotters::style::text_anchor::Pos::new(
+            let style = TextStyle::from((FONT, 13).into_font()).color(&FAIL).pos(
+                plotters::style::text_anchor::Pos::new(
                     if right_half {
                         plotters::style::text_anchor::HPos::Right
                     } else {
                         plotters::style::text_anchor::HPos::Left
                     },
                     plotters::style::text_anchor::VPos::Top,
-                ));
+                ),
+            );
             let dx = if right_half { -0.01 * n } else { 0.01 * n };
             chart
                 .draw_series([Text::new(
@@ -269,19 +281,28 @@ pub fn error_histogram(cmp: &Comparison) -> Result<String> {
     let edges = ErrorHistogram::edges();
     let bins = &cmp.histogram;
     let first = bins.iter().position(|&c| c > 0).unwrap_or(0);
-    let last = bins.iter().rposition(|&c| c > 0).unwrap_or(bins.len().saturating_sub(1));
-    let shown: Vec<usize> = (first..=last.max(first)).filter(|&i| i < labels.len()).collect();
+    let last = bins
+        .iter()
+        .rposition(|&c| c > 0)
+        .unwrap_or(bins.len().saturating_sub(1));
+    let shown: Vec<usize> = (first..=last.max(first))
+        .filter(|&i| i < labels.len())
+        .collect();
     let max = bins.iter().copied().max().unwrap_or(0).max(1) as f64;
     let tol = tolerance_abs(cmp);
     svg((380, 300), |root| {
         let mut chart = ChartBuilder::on(root)
             .margin(10)
-            .caption("|ONNX - ref| per element", (FONT, 14).into_font().color(&INK))
+            .caption(
+                "|ONNX - ref| per element",
+                (FONT, 14).into_font().color(&INK),
+            )
             .x_label_area_size(32)
             .y_label_area_size(104)
+            // At least MIN_HISTOGRAM_ROWS rows, so two bins do not become two slabs.
             .build_cartesian_2d(
                 (0.5..max * 3.0).log_scale(),
-                (0..shown.len()).into_segmented(),
+                (0..shown.len().max(MIN_HISTOGRAM_ROWS)).into_segmented(),
             )
             .map_err(err)?;
         chart
@@ -291,7 +312,8 @@ pub fn error_histogram(cmp: &Comparison) -> Result<String> {
             .bold_line_style(GRID)
             .axis_style(INK)
             .x_desc("elements (log)")
-            .y_labels(shown.len())
+            .x_labels(5)
+            .y_labels(shown.len().max(MIN_HISTOGRAM_ROWS))
             .label_style((FONT, 11).into_font().color(&INK))
             .x_label_formatter(&|x| format!("{}", x.round() as u64))
             .y_label_formatter(&|y| match y {
@@ -304,33 +326,45 @@ pub fn error_histogram(cmp: &Comparison) -> Result<String> {
             .draw()
             .map_err(err)?;
         chart
-            .draw_series(shown.iter().enumerate().filter(|(_, &b)| bins[b] > 0).map(|(row, &b)| {
-                // Bin b holds errors from edges[b]; at or past the tolerance it breaks it.
-                let colour = if edges[b] >= tol && b > 0 { FAIL } else { PASS };
-                let mut bar = Rectangle::new(
-                    [
-                        (0.5, SegmentValue::Exact(row)),
-                        (bins[b] as f64, SegmentValue::Exact(row + 1)),
-                    ],
-                    colour.mix(0.85).filled(),
-                );
-                bar.set_margin(2, 2, 0, 0);
-                bar
-            }))
+            .draw_series(
+                shown
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &b)| bins[b] > 0)
+                    .map(|(row, &b)| {
+                        // Bin b holds errors from edges[b]; at or past the tolerance it breaks it.
+                        let colour = if edges[b] >= tol && b > 0 { FAIL } else { PASS };
+                        let mut bar = Rectangle::new(
+                            [
+                                (0.5, SegmentValue::Exact(row)),
+                                (bins[b] as f64, SegmentValue::Exact(row + 1)),
+                            ],
+                            colour.mix(0.85).filled(),
+                        );
+                        bar.set_margin(2, 2, 0, 0);
+                        bar
+                    }),
+            )
             .map_err(err)?;
         chart
-            .draw_series(shown.iter().enumerate().filter(|(_, &b)| bins[b] > 0).map(|(row, &b)| {
-                Text::new(
-                    format!("{}", bins[b]),
-                    (bins[b] as f64 * 1.08, SegmentValue::CenterOf(row)),
-                    TextStyle::from((FONT, 10).into_font()).color(&INK).pos(
-                        plotters::style::text_anchor::Pos::new(
-                            plotters::style::text_anchor::HPos::Left,
-                            plotters::style::text_anchor::VPos::Center,
-                        ),
-                    ),
-                )
-            }))
+            .draw_series(
+                shown
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &b)| bins[b] > 0)
+                    .map(|(row, &b)| {
+                        Text::new(
+                            format!("{}", bins[b]),
+                            (bins[b] as f64 * 1.08, SegmentValue::CenterOf(row)),
+                            TextStyle::from((FONT, 10).into_font()).color(&INK).pos(
+                                plotters::style::text_anchor::Pos::new(
+                                    plotters::style::text_anchor::HPos::Left,
+                                    plotters::style::text_anchor::VPos::Center,
+                                ),
+                            ),
+                        )
+                    }),
+            )
             .map_err(err)?;
         Ok(())
     })
@@ -378,7 +412,10 @@ pub fn scatter(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
     svg((380, 300), |root| {
         let mut chart = ChartBuilder::on(root)
             .margin(10)
-            .caption("ONNX against reference (sampled)", (FONT, 14).into_font().color(&INK))
+            .caption(
+                "ONNX against reference (sampled)",
+                (FONT, 14).into_font().color(&INK),
+            )
             .x_label_area_size(32)
             .y_label_area_size(56)
             .build_cartesian_2d(lo..hi, lo..hi)
@@ -393,15 +430,21 @@ pub fn scatter(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
             .x_labels(5)
             .y_labels(5)
             .label_style((FONT, 11).into_font().color(&INK))
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
+            .x_label_formatter(&|v| tick(*v, hi - lo))
+            .y_label_formatter(&|v| tick(*v, hi - lo))
             .draw()
             .map_err(err)?;
         chart
-            .draw_series(LineSeries::new([(lo, lo), (hi, hi)], TOLERANCE.stroke_width(1)))
+            .draw_series(LineSeries::new(
+                [(lo, lo), (hi, hi)],
+                TOLERANCE.stroke_width(1),
+            ))
             .map_err(err)?;
         chart
-            .draw_series(ok.iter().map(|&p| Circle::new(p, 2, PASS.mix(0.6).filled())))
+            .draw_series(
+                ok.iter()
+                    .map(|&p| Circle::new(p, 2, PASS.mix(0.6).filled())),
+            )
             .map_err(err)?;
         chart
             .draw_series(bad.iter().map(|&p| Circle::new(p, 2, FAIL.filled())))
@@ -430,7 +473,10 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
     svg((380, 300), |root| {
         let mut chart = ChartBuilder::on(root)
             .margin(10)
-            .caption("largest |ONNX - ref| per channel", (FONT, 14).into_font().color(&INK))
+            .caption(
+                "largest |ONNX - ref| per channel",
+                (FONT, 14).into_font().color(&INK),
+            )
             .x_label_area_size(32)
             .y_label_area_size(56)
             .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
@@ -446,7 +492,7 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
             .y_labels(5)
             .label_style((FONT, 11).into_font().color(&INK))
             .x_label_formatter(&|x| format!("{}", x.round() as i64))
-            .y_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| tick(*v, top))
             .draw()
             .map_err(err)?;
         if n <= MAX_CHANNEL_BARS {
@@ -462,7 +508,10 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
         } else {
             chart
                 .draw_series(LineSeries::new(
-                    values.iter().enumerate().map(|(c, &v)| (c as f64, v.min(top))),
+                    values
+                        .iter()
+                        .enumerate()
+                        .map(|(c, &v)| (c as f64, v.min(top))),
                     PASS.stroke_width(1),
                 ))
                 .map_err(err)?;
@@ -491,10 +540,11 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
     })
 }
 
-/// Axis numbers short enough for a small chart.
-fn short(v: f64) -> String {
+/// An axis number on an axis spanning `span`, short enough for a small chart. A tick that
+/// is zero up to rounding (`-5.6e-17`) is written as 0.
+fn tick(v: f64, span: f64) -> String {
     let a = v.abs();
-    if v == 0.0 {
+    if v == 0.0 || a < span.abs() * 1e-9 {
         "0".into()
     } else if (1e-2..1e4).contains(&a) {
         let s = format!("{v:.3}");
@@ -517,8 +567,9 @@ mod tests {
 
     #[test]
     fn short_numbers() {
-        assert_eq!(short(0.5), "0.5");
-        assert_eq!(short(12.0), "12");
-        assert_eq!(short(3e-5), "3.0e-5");
+        assert_eq!(tick(0.5, 1.0), "0.5");
+        assert_eq!(tick(12.0, 1.0), "12");
+        assert_eq!(tick(3e-5, 1e-4), "3.0e-5");
+        assert_eq!(tick(-5.6e-17, 1.0), "0");
     }
 }

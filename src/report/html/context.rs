@@ -6,8 +6,8 @@
 //! with its text escaped; the template marks exactly those fields safe.
 
 use super::charts;
-use super::tree::{module_tree, TreeNode};
-use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, Verdict};
+use super::tree::{module_tree, TreeItem};
+use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, ToleranceInfo, Verdict};
 use crate::report::module_label;
 use crate::report::terminal::fmt_num;
 use crate::tensor::format_shape;
@@ -29,7 +29,10 @@ pub struct Page {
     pub inputs: Vec<InputView>,
     /// Input samples when more than one was checked.
     pub samples: Vec<String>,
+    /// Overrides and the defaults of the dtypes this model has.
     pub tolerances: Vec<ToleranceView>,
+    /// Defaults of dtypes no compared value has, folded away on the page.
+    pub other_tolerances: Vec<ToleranceView>,
     pub versions: Vec<Fact>,
     pub timing: Vec<Fact>,
     pub outputs: Vec<OutputView>,
@@ -37,7 +40,7 @@ pub struct Page {
     /// How many layers one point of the network chart stands for.
     pub network_bucket: usize,
     pub details: Vec<DetailView>,
-    pub tree: Vec<TreeNode>,
+    pub tree: Vec<TreeItem>,
     pub legend: Vec<LegendEntry>,
     pub rows: Vec<Row>,
     /// Distinct ops (ONNX and TorchScript) for the table's op filter.
@@ -144,7 +147,6 @@ pub struct Row {
     pub torch_op: String,
     pub onnx_node: String,
     pub onnx_op: String,
-    pub onnx_value: String,
     pub shape: String,
     pub dtype: String,
     pub paired_by: String,
@@ -267,6 +269,14 @@ fn snr(v: f64) -> String {
     }
 }
 
+fn tolerance_view(t: &ToleranceInfo) -> ToleranceView {
+    ToleranceView {
+        applies_to: t.applies_to.clone(),
+        atol: fmt_num(t.atol),
+        rtol: fmt_num(t.rtol),
+    }
+}
+
 fn divergence_view(d: &Divergence) -> DivergenceView {
     DivergenceView {
         index: d.layer_index,
@@ -290,7 +300,6 @@ fn row(l: &LayerResult) -> Row {
         torch_op: l.torch_op.clone(),
         onnx_node: l.onnx_node.clone(),
         onnx_op: l.onnx_op.clone(),
-        onnx_value: l.onnx_value.clone(),
         shape: format_shape(&c.shape),
         dtype: if c.dtype == c.onnx_dtype {
             c.dtype.clone()
@@ -321,7 +330,11 @@ fn detail_facts(c: &Comparison) -> Vec<Fact> {
     let mut facts = vec![
         Fact {
             label: "max |ONNX - ref|",
-            value: format!("{} at [{}]", fmt_num(c.max_abs), index_text(&c.max_abs_index)),
+            value: format!(
+                "{} at [{}]",
+                fmt_num(c.max_abs),
+                index_text(&c.max_abs_index)
+            ),
         },
         Fact {
             label: "error / range",
@@ -419,6 +432,21 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         .flat_map(|l| [l.onnx_op.clone(), l.torch_op.clone()])
         .filter(|op| !op.is_empty())
         .collect();
+    // The policy lists a default per dtype; ten rows of int defaults would bury the one that
+    // matters, so only the dtypes present (and every override) are shown up front.
+    let dtypes: BTreeSet<&str> = outcome
+        .layers
+        .iter()
+        .map(|l| &l.cmp)
+        .chain(outcome.outputs.iter().map(|o| &o.cmp))
+        .flat_map(|c| [c.dtype.as_str(), c.onnx_dtype.as_str()])
+        .collect();
+    let (relevant, other): (Vec<&ToleranceInfo>, Vec<&ToleranceInfo>) =
+        outcome.tolerances.iter().partition(|t| {
+            t.applies_to
+                .strip_prefix("default ")
+                .is_none_or(|dtype| dtypes.contains(dtype))
+        });
     let t = &outcome.timing;
     let e = &outcome.environment;
     Ok(Page {
@@ -485,15 +513,8 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         } else {
             Vec::new()
         },
-        tolerances: outcome
-            .tolerances
-            .iter()
-            .map(|t| ToleranceView {
-                applies_to: t.applies_to.clone(),
-                atol: fmt_num(t.atol),
-                rtol: fmt_num(t.rtol),
-            })
-            .collect(),
+        tolerances: relevant.into_iter().map(tolerance_view).collect(),
+        other_tolerances: other.into_iter().map(tolerance_view).collect(),
         versions: vec![
             Fact {
                 label: "align-check",

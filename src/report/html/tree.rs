@@ -2,7 +2,9 @@
 //! a tree, each module carrying the worst error of the layers under it, so a reader can walk
 //! down from the network to the module where the error starts.
 //!
-//! The tree is plain serialisable data; the page renders it as nested `<details>` elements,
+//! Under each module, child modules and the module's own layers (a block's residual add)
+//! are listed in execution order. The tree is plain serialisable data; the page renders it
+//! as nested `<details>` elements,
 //! which open and close without any script. Modules on the way to a divergence origin start
 //! open.
 
@@ -26,14 +28,33 @@ pub struct TreeNode {
     /// Layers under this module, its own and its descendants'.
     pub layers: usize,
     pub failing: usize,
+    /// Index of the module's first layer, which orders it among its siblings.
+    #[serde(skip)]
+    first: usize,
     /// Largest error relative to range among those layers, formatted.
     pub worst: String,
     /// Colour class of `worst` (see `context::colour_class`).
     pub colour: &'static str,
     pub open: bool,
-    pub children: Vec<TreeNode>,
-    /// Layers whose module path is exactly this module.
-    pub own: Vec<Leaf>,
+    /// Child modules and the module's own layers, in execution order.
+    pub items: Vec<TreeItem>,
+}
+
+/// An entry under a module: a child module or one of the module's own layers.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TreeItem {
+    Module(TreeNode),
+    Layer(Leaf),
+}
+
+impl TreeItem {
+    fn first_index(&self) -> usize {
+        match self {
+            TreeItem::Module(m) => m.first,
+            TreeItem::Layer(l) => l.index,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -54,6 +75,7 @@ struct Building {
     layers: usize,
     failing: usize,
     worst: f64,
+    first: usize,
     open: bool,
     children: Vec<usize>,
     own: Vec<Leaf>,
@@ -69,7 +91,7 @@ fn severity(v: f64) -> f64 {
 }
 
 /// The tree of every module that has a compared layer, children in execution order.
-pub fn module_tree(outcome: &Outcome) -> Vec<TreeNode> {
+pub fn module_tree(outcome: &Outcome) -> Vec<TreeItem> {
     let mut arena: Vec<Building> = Vec::new();
     let mut by_path: HashMap<String, usize> = HashMap::new();
     let mut roots: Vec<usize> = Vec::new();
@@ -94,6 +116,7 @@ pub fn module_tree(outcome: &Outcome) -> Vec<TreeNode> {
                         layers: 0,
                         failing: 0,
                         worst: 0.0,
+                        first: layer.index,
                         // Roots start open so the first level is visible at a glance.
                         open: depth == 0 || origins.iter().any(|o| is_within(o, path)),
                         children: Vec::new(),
@@ -120,7 +143,10 @@ pub fn module_tree(outcome: &Outcome) -> Vec<TreeNode> {
         arena[own].own.push(leaf(layer));
     }
     let mut slots: Vec<Option<Building>> = arena.into_iter().map(Some).collect();
-    roots.iter().map(|&r| finish(&mut slots, r)).collect()
+    roots
+        .iter()
+        .map(|&r| TreeItem::Module(finish(&mut slots, r)))
+        .collect()
 }
 
 /// `layer1.0.conv1` gives (`layer1`, `layer1`), (`0`, `layer1.0`), (`conv1`, `layer1.0.conv1`);
@@ -144,8 +170,7 @@ fn prefixes(module: &str) -> Vec<(String, String)> {
 /// Whether module `m` is `ancestor` or lies under it (`layer1.0.conv1` is within `layer1`,
 /// `layer10` is not).
 fn is_within(m: &str, ancestor: &str) -> bool {
-    m == ancestor
-        || (m.starts_with(ancestor) && m.as_bytes().get(ancestor.len()) == Some(&b'.'))
+    m == ancestor || (m.starts_with(ancestor) && m.as_bytes().get(ancestor.len()) == Some(&b'.'))
 }
 
 fn leaf(layer: &LayerResult) -> Leaf {
@@ -165,8 +190,16 @@ fn leaf(layer: &LayerResult) -> Leaf {
 
 fn finish(slots: &mut [Option<Building>], id: usize) -> TreeNode {
     let b = slots[id].take().expect("each node has one parent");
+    let mut items: Vec<TreeItem> = b
+        .children
+        .iter()
+        .map(|&c| TreeItem::Module(finish(slots, c)))
+        .chain(b.own.into_iter().map(TreeItem::Layer))
+        .collect();
+    items.sort_by_key(TreeItem::first_index);
     TreeNode {
-        children: b.children.iter().map(|&c| finish(slots, c)).collect(),
+        items,
+        first: b.first,
         name: b.name,
         path: b.path,
         class: b.class,
@@ -175,7 +208,6 @@ fn finish(slots: &mut [Option<Building>], id: usize) -> TreeNode {
         worst: fmt_num(b.worst),
         colour: colour_class(b.worst),
         open: b.open,
-        own: b.own,
     }
 }
 

@@ -1,0 +1,563 @@
+#!/usr/bin/env python3
+"""Times align-check's per-layer check against the floor of two forward passes, and against
+torch.onnx.verification, on real-sized networks (issue: "Per-layer checks at the speed of two
+forward passes").
+
+Responsible for: running, per model built by scripts/bench_models.py, each measurement in its
+own subprocess (so that peak RSS, read with os.wait4 for exactly that child, is that
+measurement's alone) and printing/writing the table of ratios:
+
+  (a) floor        in Python: torch.jit.load + one forward (torch.set_num_threads(N)), then
+                   onnx.load + every node output added as a name-only graph output + an ONNX
+                   Runtime session from bytes (optimisation disabled, intra-op threads N) + one
+                   run. Each part is timed inside the child; the floor is their sum (the
+                   interpreter start and imports are reported apart, not counted).
+  (b) align-check  `align-check MODEL.pt MODEL.onnx --inputs inputs.npz --threads N --json
+                   out.json -q`, whole-process wall time, plus the JSON's `timing` breakdown.
+  (c) verify       torch.onnx.verification.verify_onnx_program(program, args,
+                   compare_intermediates=True) on the dynamo export, rebuilt in the child from
+                   the cached ONNX file and ExportedProgram; only the call itself is timed
+                   (loading is reported apart). Once per model; --skip-verify leaves it out.
+
+(a) and (b) run --runs times, interleaved (a, b, a, b, ...) after --warmup untimed rounds so
+that both see the same machine load; medians are reported. A `sizes` child, once per model,
+sums the bytes of every tensor align-check captures (TorchScript: every tensor output of the
+inlined graph's top-level nodes, as align-check's shim selects them; ONNX: every node output)
+to estimate what align-check must hold: activations of both sides + both model files.
+
+This machine is shared: the 1-minute load average and each child's CPU time / wall time are
+recorded with every measurement and reported.
+
+Usage (from the repository root; scripts/bench.sh bootstraps and builds first):
+    .venv/bin/python scripts/bench.py [--models resnet50,vit_b_16,fpn_r18] [--runs 3]
+        [--threads N] [--skip-verify] [--out reports/bench.md]
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO = SCRIPTS.parent
+RESULT_TAG = "BENCH_RESULT "
+
+TARGET_FLOOR_RATIO = 2.0     # (b)/(a) at most
+TARGET_VERIFY_RATIO = 50.0   # (c)/(b) at least
+TARGET_RSS_RATIO = 1.3       # align-check peak RSS / (activations + model files) at most
+
+
+# --- children: each prints one RESULT_TAG line of JSON on stdout -----------------------------
+
+def _emit(result: dict) -> None:
+    sys.stdout.write(RESULT_TAG + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def _load_input(folder: Path):
+    import numpy as np
+    with np.load(folder / "inputs.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def child_floor(folder: Path, threads: int) -> None:
+    """(a): the two forward passes align-check cannot avoid, each part timed."""
+    t0 = time.perf_counter()
+    import numpy as np  # noqa: F401
+    import onnx
+    import onnxruntime as ort
+    import torch
+    parts = {"import_s": time.perf_counter() - t0}
+    torch.set_num_threads(threads)
+    feeds = _load_input(folder)
+
+    t = time.perf_counter()
+    module = torch.jit.load(str(folder / "model.pt"))
+    module.eval()
+    parts["torch_load_s"] = time.perf_counter() - t
+    args = [torch.from_numpy(v) for v in feeds.values()]
+    t = time.perf_counter()
+    with torch.no_grad():
+        out = module(*args)
+    parts["torch_forward_s"] = time.perf_counter() - t
+    del out, module
+
+    t = time.perf_counter()
+    model = onnx.load(str(folder / "model.onnx"))
+    graph = model.graph
+    exposed = {o.name for o in graph.output}
+    for node in graph.node:
+        for name in node.output:
+            if name and name not in exposed:
+                exposed.add(name)
+                graph.output.append(onnx.ValueInfoProto(name=name))  # name only, no type
+    blob = model.SerializeToString()
+    del model, graph
+    parts["onnx_edit_s"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    session = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    parts["ort_session_s"] = time.perf_counter() - t
+    del blob
+    names = [i.name for i in session.get_inputs()]
+    t = time.perf_counter()
+    outs = session.run(None, {n: feeds[n] for n in names})
+    parts["ort_run_s"] = time.perf_counter() - t
+
+    parts["floor_s"] = sum(v for k, v in parts.items() if k != "import_s")
+    parts["onnx_values"] = len(outs)
+    parts["onnx_bytes"] = int(sum(getattr(o, "nbytes", 0) for o in outs))
+    _emit(parts)
+
+
+def child_sizes(folder: Path, threads: int) -> None:
+    """Bytes of every TorchScript value align-check captures, and what capturing them costs
+    in plain TorchScript (a forward that returns them all), for the memory estimate."""
+    import torch
+    torch.set_num_threads(threads)
+    feeds = _load_input(folder)
+    module = torch.jit.load(str(folder / "model.pt"))
+    module.eval()
+    graph = module.inlined_graph  # a copy, inlined
+    structural = {"prim::Constant", "prim::GetAttr", "prim::CallMethod", "prim::CallFunction"}
+    captured = [v for v in list(graph.inputs())[1:] if isinstance(v.type(), torch._C.TensorType)]
+    for node in graph.nodes():
+        if node.kind() in structural:
+            continue
+        captured += [o for o in node.outputs() if isinstance(o.type(), torch._C.TensorType)]
+    n_orig = len(list(graph.outputs()))
+    while list(graph.outputs()):
+        graph.eraseOutput(0)
+    for v in captured:
+        graph.registerOutput(v)
+    graph.makeMultiOutputIntoTuple()
+    fn = torch._C._create_function_from_graph("bench_capture", graph)
+    args = [torch.from_numpy(v) for v in feeds.values()]
+    t = time.perf_counter()
+    with torch.no_grad():
+        values = fn(module._c, *args)
+    capture_s = time.perf_counter() - t
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    nbytes = sum(v.numel() * v.element_size() for v in tensors)
+    # Views share storage with what they view; this is the lower bound if nothing is copied.
+    seen, unique = set(), 0
+    for v in tensors:
+        key = v.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            unique += v.untyped_storage().nbytes()
+    _emit({"torch_values": len(tensors), "torch_bytes": int(nbytes),
+           "torch_unique_storage_bytes": int(unique), "torch_capture_forward_s": capture_s,
+           "graph_outputs_before": n_orig})
+
+
+def child_verify(folder: Path, threads: int) -> None:
+    """(c): torch.onnx.verification with intermediates, on the dynamo export."""
+    import logging
+    t0 = time.perf_counter()
+    import onnx_ir as ir
+    import torch
+    import torch.onnx.verification as verification
+    import_s = time.perf_counter() - t0
+    # It logs a WARNING per value beyond its fixed thresholds; the text is not the measurement.
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    torch.set_num_threads(threads)
+    feeds = _load_input(folder)
+
+    t = time.perf_counter()
+    exported = torch.export.load(str(folder / "dynamo" / "program.pt2"))
+    model = ir.load(str(folder / "dynamo" / "model.onnx"))
+    program = torch.onnx.ONNXProgram(model, exported)
+    load_s = time.perf_counter() - t
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+
+    t = time.perf_counter()
+    infos = verification.verify_onnx_program(program, args=args, compare_intermediates=True)
+    verify_s = time.perf_counter() - t
+    n_onnx_values = sum(len(node.outputs) for node in model.graph)
+    fx_nodes = sum(1 for n in exported.graph.nodes if n.op == "call_function")
+    worst = max((i.max_abs_diff for i in infos), default=float("nan"))
+    _emit({"import_s": import_s, "load_s": load_s, "verify_s": verify_s,
+           "values_compared": len(infos), "onnx_values": n_onnx_values,
+           "fx_call_function_nodes": fx_nodes, "max_abs_diff": worst})
+
+
+CHILDREN = {"floor": child_floor, "sizes": child_sizes, "verify": child_verify}
+
+
+# --- the parent ------------------------------------------------------------------------------
+
+def measure(cmd, timeout=None, log_dir=None, label="run"):
+    """Runs cmd, returning wall time, this child's peak RSS (MB) and CPU time from wait4,
+    the exit code, the load average around it and the child's RESULT_TAG JSON if any."""
+    load_before = os.getloadavg()[0]
+    out = tempfile.TemporaryFile()
+    err = tempfile.TemporaryFile()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
+    timed_out = threading.Event()
+
+    def kill():
+        timed_out.set()
+        try:
+            os.kill(proc.pid, signal.SIGKILL)  # not proc.kill(): it would reap via poll()
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill) if timeout else None
+    if timer:
+        timer.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if timer:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    stdout = out.read().decode(errors="replace")
+    stderr = err.read().decode(errors="replace")
+    out.close()
+    err.close()
+    if log_dir is not None:
+        (log_dir / f"{label}.stderr.txt").write_text(stderr)
+    result = None
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_TAG):
+            result = json.loads(line[len(RESULT_TAG):])
+    return {
+        "wall_s": wall,
+        "rss_mb": usage.ru_maxrss / 1024.0,  # Linux: kilobytes
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "exit_code": proc.returncode,
+        "timed_out": timed_out.is_set(),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "result": result,
+        "stderr_tail": stderr[-2000:],
+    }
+
+
+def child_cmd(kind, folder, threads):
+    return [sys.executable, str(Path(__file__).resolve()), "_child", kind, str(folder),
+            str(threads)]
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, spec=".2f", none="–"):
+    return none if v is None else format(v, spec)
+
+
+def bench_model(name, args, log):
+    sys.path.insert(0, str(SCRIPTS))
+    import bench_models
+
+    folder = bench_models.build(name, log=log)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    logs = Path(args.work) / name
+    logs.mkdir(parents=True, exist_ok=True)
+    report_json = logs / "align-check.json"
+    ac_cmd = [str(args.binary), str(folder / "model.pt"), str(folder / "model.onnx"),
+              "--inputs", str(folder / "inputs.npz"), "--threads", str(args.threads),
+              "--json", str(report_json), "-q"]
+    res = {"name": name, "manifest": manifest, "floor": [], "align_check": []}
+
+    def run_floor(i, keep):
+        m = measure(child_cmd("floor", folder, args.threads), log_dir=logs, label=f"floor{i}")
+        if m["exit_code"] != 0 or m["result"] is None:
+            raise RuntimeError(f"{name}: floor child failed ({m['exit_code']}): "
+                               f"{m['stderr_tail'][-800:]}")
+        if keep:
+            res["floor"].append(m)
+        log(f"  floor       {'run ' + str(i) if keep else 'warm-up'}: "
+            f"floor {m['result']['floor_s']:.2f}s (process {m['wall_s']:.2f}s), "
+            f"RSS {m['rss_mb']:.0f} MB, load {m['load_before']:.1f}")
+
+    def run_ac(i, keep):
+        if report_json.exists():
+            report_json.unlink()
+        m = measure(ac_cmd, log_dir=logs, label=f"align-check{i}")
+        if m["exit_code"] not in (0, 1) or not report_json.exists():
+            raise RuntimeError(f"{name}: align-check exited {m['exit_code']}: "
+                               f"{m['stderr_tail'][-800:]}")
+        report = json.loads(report_json.read_text())
+        m["timing"] = report.get("timing", {})
+        m["verdict"] = report.get("verdict")
+        cov = report.get("coverage", {})
+        m["coverage"] = {k: cov.get(k) for k in
+                         ("torch_layers_total", "torch_layers_paired", "onnx_nodes_total",
+                          "onnx_nodes_paired", "torch_ratio")}
+        m["layers"] = len(report.get("layers", []))
+        if keep:
+            res["align_check"].append(m)
+        log(f"  align-check {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
+            f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s), "
+            f"RSS {m['rss_mb']:.0f} MB, exit {m['exit_code']}, load {m['load_before']:.1f}")
+
+    log(f"[{name}] input {manifest['input_shape']}, {manifest['parameters'] / 1e6:.1f}M params, "
+        f"{args.runs} runs, {args.threads} threads")
+    for i in range(args.warmup):
+        run_floor(i, keep=False)
+        run_ac(i, keep=False)
+    for i in range(args.runs):
+        run_floor(i, keep=True)
+        run_ac(i, keep=True)
+
+    m = measure(child_cmd("sizes", folder, args.threads), log_dir=logs, label="sizes")
+    if m["exit_code"] != 0 or m["result"] is None:
+        log(f"  sizes failed ({m['exit_code']}): {m['stderr_tail'][-500:]}")
+        res["sizes"] = None
+    else:
+        res["sizes"] = m
+        log(f"  sizes: {m['result']['torch_values']} TorchScript values, "
+            f"{m['result']['torch_bytes'] / 1e6:.0f} MB")
+
+    if args.skip_verify:
+        res["verify"] = None
+    else:
+        log(f"  verify_onnx_program(compare_intermediates=True): once, "
+            f"timeout {args.verify_timeout:.0f}s ...")
+        m = measure(child_cmd("verify", folder, args.threads), timeout=args.verify_timeout,
+                    log_dir=logs, label="verify")
+        res["verify"] = m
+        if m["timed_out"]:
+            log(f"  verify: timed out after {m['wall_s']:.0f}s (reported as a lower bound)")
+        elif m["exit_code"] != 0 or m["result"] is None:
+            log(f"  verify failed ({m['exit_code']}): {m['stderr_tail'][-800:]}")
+        else:
+            r = m["result"]
+            log(f"  verify: {r['verify_s']:.1f}s for {r['values_compared']} values, "
+                f"RSS {m['rss_mb']:.0f} MB, load {m['load_before']:.1f}")
+    return res
+
+
+def summarise(res, overhead):
+    """One row of numbers from a model's raw results."""
+    floor_parts = {}
+    for key in ("floor_s", "import_s", "torch_load_s", "torch_forward_s", "onnx_edit_s",
+                "ort_session_s", "ort_run_s", "onnx_values", "onnx_bytes"):
+        floor_parts[key] = median([m["result"][key] for m in res["floor"]])
+    ac = res["align_check"]
+    ac_timing = {}
+    for key in ("load_s", "torch_run_s", "onnx_run_s", "pairing_s", "statistics_s", "total_s"):
+        ac_timing[key] = median([m["timing"].get(key) for m in ac])
+    ac_timing["outside_total_s"] = median([m["wall_s"] - m["timing"].get("total_s", 0) for m in ac])
+    row = {
+        "model": res["name"],
+        "floor_s": floor_parts["floor_s"],
+        "floor_process_s": median([m["wall_s"] for m in res["floor"]]),
+        "ac_s": median([m["wall_s"] for m in ac]),
+        "floor_rss": median([m["rss_mb"] for m in res["floor"]]),
+        "ac_rss": median([m["rss_mb"] for m in ac]),
+        "floor_parts": floor_parts,
+        "ac_timing": ac_timing,
+        "ac_verdict": ac[-1].get("verdict"),
+        "ac_layers": ac[-1].get("layers"),
+        "ac_coverage": ac[-1].get("coverage"),
+        "loads": [m["load_before"] for m in res["floor"] + ac],
+        "cpu_util_floor": median([m["cpu_s"] / m["wall_s"] for m in res["floor"]]),
+        "cpu_util_ac": median([m["cpu_s"] / m["wall_s"] for m in ac]),
+    }
+    row["ratio_floor"] = row["ac_s"] / row["floor_s"] if row["floor_s"] else None
+    v = res.get("verify")
+    row["verify_s"] = row["verify_rss"] = row["ratio_verify"] = None
+    row["verify_lower_bound"] = False
+    if v is not None:
+        if v["timed_out"]:
+            row["verify_s"] = v["wall_s"]
+            row["verify_lower_bound"] = True
+        elif v["result"] is not None:
+            row["verify_s"] = v["result"]["verify_s"]
+            row["verify_detail"] = v["result"]
+        row["verify_rss"] = v["rss_mb"]
+        row["verify_load"] = v["load_before"]
+        if row["verify_s"] is not None:
+            row["ratio_verify"] = row["verify_s"] / row["ac_s"]
+    sizes = res.get("sizes")
+    row["estimate_mb"] = row["rss_ratio"] = row["rss_ratio_net"] = None
+    if sizes is not None and floor_parts["onnx_bytes"] is not None:
+        files = res["manifest"]["sizes"]["model.pt"] + res["manifest"]["sizes"]["model.onnx"]
+        est = sizes["result"]["torch_bytes"] + floor_parts["onnx_bytes"] + files
+        row["estimate_mb"] = est / 2**20
+        row["torch_act_mb"] = sizes["result"]["torch_bytes"] / 2**20
+        row["onnx_act_mb"] = floor_parts["onnx_bytes"] / 2**20
+        row["files_mb"] = files / 2**20
+        row["torch_values"] = sizes["result"]["torch_values"]
+        row["torch_capture_forward_s"] = sizes["result"]["torch_capture_forward_s"]
+        row["rss_ratio"] = row["ac_rss"] / row["estimate_mb"]
+        if overhead is not None:
+            row["rss_ratio_net"] = (row["ac_rss"] - overhead["rss_mb"]) / row["estimate_mb"]
+    return row
+
+
+def mark(value, target, at_most):
+    if value is None:
+        return "–"
+    ok = value <= target if at_most else value >= target
+    return f"{value:.2f} {'✓' if ok else '✗'}"
+
+
+def render(rows, args, overhead, started, finished, load_start, load_end):
+    L = []
+    L.append("# align-check benchmark")
+    L.append("")
+    L.append(f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}, "
+             f"{(finished - started) / 60:.1f} min; {os.cpu_count()} CPUs, threads {args.threads}, "
+             f"median of {args.runs} runs for (a) and (b) (after {args.warmup} warm-up), "
+             f"one run for (c). Load average (1 min) {load_start:.2f} at start, "
+             f"{load_end:.2f} at end.")
+    L.append("")
+    L.append("| model | floor s (a) | align-check s (b) | (b)/(a) ≤ 2 | verify s (c) | (c)/(b) ≥ 50 "
+             "| peak RSS MB floor / align-check / verify | activations+weights MB | "
+             "RSS/est ≤ 1.3 |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        verify = fmt(r["verify_s"], ".1f")
+        if r["verify_lower_bound"]:
+            verify = "> " + verify
+        ratio_v = mark(r["ratio_verify"], TARGET_VERIFY_RATIO, at_most=False)
+        if r["verify_lower_bound"] and r["ratio_verify"] is not None:
+            ratio_v = "> " + ratio_v
+        L.append(
+            f"| {r['model']} | {fmt(r['floor_s'])} | {fmt(r['ac_s'])} | "
+            f"{mark(r['ratio_floor'], TARGET_FLOOR_RATIO, True)} | {verify} | {ratio_v} | "
+            f"{fmt(r['floor_rss'], '.0f')} / {fmt(r['ac_rss'], '.0f')} / "
+            f"{fmt(r['verify_rss'], '.0f')} | {fmt(r['estimate_mb'], '.0f')} | "
+            f"{mark(r['rss_ratio'], TARGET_RSS_RATIO, True)} |")
+    L.append("")
+    L.append("(a) in-process sum of torch.jit.load + forward + ONNX edit + ORT session + ORT run "
+             "(interpreter start and imports excluded); (b) align-check whole-process wall "
+             "time; (c) the verify_onnx_program call alone (load excluded). Activations+weights: "
+             "bytes of every tensor captured on both sides (TorchScript top-level node outputs, "
+             "ONNX node outputs) plus both model files.")
+    L.append("")
+    L.append("## Where the time goes (medians, seconds)")
+    L.append("")
+    L.append("| model | floor: torch load | torch fwd | onnx edit | ORT session | ORT run "
+             "(all outputs) | python imports | align-check: load | torch run | onnx run | "
+             "pairing | statistics | timing.total | process − total |")
+    L.append("|---|" + "---:|" * 13)
+    for r in rows:
+        f, t = r["floor_parts"], r["ac_timing"]
+        L.append(
+            f"| {r['model']} | {fmt(f['torch_load_s'])} | {fmt(f['torch_forward_s'])} | "
+            f"{fmt(f['onnx_edit_s'])} | {fmt(f['ort_session_s'])} | {fmt(f['ort_run_s'])} | "
+            f"{fmt(f['import_s'])} | {fmt(t['load_s'])} | {fmt(t['torch_run_s'])} | "
+            f"{fmt(t['onnx_run_s'])} | {fmt(t['pairing_s'])} | {fmt(t['statistics_s'])} | "
+            f"{fmt(t['total_s'])} | {fmt(t['outside_total_s'])} |")
+    L.append("")
+    L.append("## Sizes, coverage, machine load")
+    L.append("")
+    L.append("| model | TorchScript values / MB | ONNX values / MB | model files MB | "
+             "TS capture-all fwd s | align-check verdict, layers, coverage | verify values "
+             "compared | (RSS − idle RSS)/est | load avg during a+b | CPU/wall floor, "
+             "align-check |")
+    L.append("|---|---:|---:|---:|---:|---|---:|---:|---|---|")
+    for r in rows:
+        cov = r.get("ac_coverage") or {}
+        vd = r.get("verify_detail")
+        L.append(
+            f"| {r['model']} | {r.get('torch_values', '–')} / {fmt(r.get('torch_act_mb'), '.0f')} | "
+            f"{fmt(r['floor_parts']['onnx_values'], '.0f')} / {fmt(r.get('onnx_act_mb'), '.0f')} | "
+            f"{fmt(r.get('files_mb'), '.0f')} | {fmt(r.get('torch_capture_forward_s'))} | "
+            f"{r['ac_verdict']}, {r['ac_layers']}, "
+            f"{cov.get('torch_layers_paired')}/{cov.get('torch_layers_total')} | "
+            f"{vd['values_compared'] if vd else '–'} | {fmt(r['rss_ratio_net'])} | "
+            f"{min(r['loads']):.1f}–{max(r['loads']):.1f} | "
+            f"{r['cpu_util_floor']:.2f}, {r['cpu_util_ac']:.2f} |")
+    L.append("")
+    if overhead is not None:
+        L.append(f"align-check process overhead (`align-check --version`: dynamic loading of "
+                 f"libtorch): {overhead['wall_s']:.2f}s, {overhead['rss_mb']:.0f} MB peak RSS.")
+        L.append("")
+    return "\n".join(L)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "_child":
+        kind, folder, threads = argv[1], Path(argv[2]), int(argv[3])
+        CHILDREN[kind](folder, threads)
+        return 0
+
+    sys.path.insert(0, str(SCRIPTS))
+    import bench_models
+
+    ap = argparse.ArgumentParser(
+        description="Benchmark align-check against the two-forward-pass floor and "
+                    "torch.onnx.verification (see the module docstring).")
+    ap.add_argument("--models", default=",".join(bench_models.DEFAULT_MODELS),
+                    help=f"comma-separated, from: {', '.join(bench_models.MODELS)}")
+    ap.add_argument("--runs", type=int, default=3, help="runs of (a) and (b); median reported")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed rounds of (a) and (b) first (page cache, lazy loading)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads for libtorch and ONNX Runtime on every side (default: CPUs)")
+    ap.add_argument("--skip-verify", action="store_true", help="leave out (c)")
+    ap.add_argument("--verify-timeout", type=float, default=3600.0,
+                    help="seconds before (c) is killed and reported as a lower bound")
+    ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "align-check")
+    ap.add_argument("--out", type=Path, default=Path("reports/bench.md"),
+                    help="markdown table (raw results go beside it as .json)")
+    ap.add_argument("--work", default=None,
+                    help="folder for align-check's JSON reports and children's stderr "
+                         "(default: a temporary folder)")
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    if not args.binary.exists():
+        print(f"bench.py: {args.binary} not found; run scripts/bench.sh (it builds it)",
+              file=sys.stderr)
+        return 2
+    names = args.models.split(",")
+    for n in names:
+        if n not in bench_models.MODELS:
+            ap.error(f"unknown model {n!r}")
+    tmp = None
+    if args.work is None:
+        tmp = tempfile.TemporaryDirectory(prefix="align-check-bench-")
+        args.work = tmp.name
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    started = time.time()
+    load_start = os.getloadavg()[0]
+    for n in names:  # exports first, so that no timing shares the machine with an export
+        bench_models.build(n, log=log)
+    overhead = measure([str(args.binary), "--version"])
+    overhead = measure([str(args.binary), "--version"])  # second: warm page cache
+    raw, rows = [], []
+    for n in names:
+        res = bench_model(n, args, log)
+        raw.append(res)
+        rows.append(summarise(res, overhead))
+    finished = time.time()
+    text = render(rows, args, overhead, started, finished, load_start, os.getloadavg()[0])
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + "\n")
+    raw_path = args.out.with_suffix(".json")
+    raw_path.write_text(json.dumps({"rows": rows, "raw": raw, "overhead": overhead,
+                                    "args": {k: str(v) for k, v in vars(args).items()}},
+                                   indent=1, default=str))
+    log(f"wrote {args.out} and {raw_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
