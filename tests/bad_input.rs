@@ -139,3 +139,76 @@ fn report_path_equal_to_a_model_is_refused() {
         &["refusing"],
     );
 }
+
+/// Writes an .npz holding the given (name, dtype descr, shape) arrays of zeros, via the
+/// library's own reader's format: a zip of .npy files.
+fn write_npz(path: &Path, arrays: &[(&str, &str, &[usize])]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut zip = zip::ZipWriter::new(f);
+    for (name, descr, shape) in arrays {
+        zip.start_file(format!("{name}.npy"), zip::write::FileOptions::default())
+            .unwrap();
+        let shape_txt = match shape.len() {
+            1 => format!("({},)", shape[0]),
+            _ => format!(
+                "({})",
+                shape
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+        while (header.len() + 11) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        let item = descr[2..].parse::<usize>().unwrap();
+        bytes.extend(vec![0u8; shape.iter().product::<usize>() * item]);
+        std::io::Write::write_all(&mut zip, &bytes).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+#[test]
+fn bad_input_archives_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture("conv_bn_legacy");
+    let cases: Vec<(&str, Vec<(&str, &str, &[usize])>, Vec<&str>)> = vec![
+        (
+            "missing input",
+            vec![("other", "<f4", &[1, 3, 32, 32])],
+            vec!["other"],
+        ),
+        (
+            "wrong dtype",
+            vec![("input", "<f8", &[1, 3, 32, 32])],
+            vec!["float64", "float32"],
+        ),
+        (
+            "wrong shape",
+            vec![("input", "<f4", &[1, 3, 16, 16])],
+            vec!["1x3x16x16", "1x3x32x32"],
+        ),
+        ("no arrays", vec![], vec!["no array 'input'"]),
+    ];
+    for (what, arrays, mention) in cases {
+        let npz = dir.path().join(format!("{}.npz", what.replace(' ', "_")));
+        write_npz(&npz, &arrays);
+        let out = binary()
+            .arg(fx.join("model.pt"))
+            .arg(fx.join("model.onnx"))
+            .arg("--inputs")
+            .arg(&npz)
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&out);
+        eprintln!("{what}: {stderr}");
+        assert_one_line_error(out.status.code().unwrap_or(-1), &stderr, &mention);
+    }
+}

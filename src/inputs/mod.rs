@@ -159,6 +159,14 @@ pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Resolv
                 );
                 check_against(spec, &t, &origin)?;
                 (t, format!("npz:{origin}"))
+            } else if let Some(path) = &request.archive {
+                // An archive that lacks an input is a mistake, not a request for random data.
+                bail!(
+                    "{} has no array '{}' (the ONNX model's inputs are: {})",
+                    path.display(),
+                    spec.name,
+                    known.join(", ")
+                );
             } else {
                 let shape = random_shape(spec, request)?;
                 let t = random::random_tensor(spec.dtype, &shape, request.seed, position);

@@ -20,7 +20,6 @@ use minijinja::{
     escape_formatter, AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior,
     Value,
 };
-use std::fmt::Write;
 
 const PAGE: &str = include_str!("html/page.html");
 const STYLE: &str = include_str!("html/style.css");
