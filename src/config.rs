@@ -171,6 +171,9 @@ impl CheckConfig {
             junit: args.junit.clone().or_else(|| file.reports.junit.clone()),
         };
         let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());
+        if args.update_baseline && baseline.is_none() {
+            bail!("--update-baseline needs a baseline path: --baseline PATH or [gate] baseline in align-check.toml");
+        }
         for out in reports.all().chain(baseline.as_ref()) {
             check_output_path(out, &[torch_path, onnx_path])?;
         }
