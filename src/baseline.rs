@@ -63,7 +63,10 @@ fn layer_key(module: &str, onnx_node: &str, op: &str) -> String {
 }
 
 /// Reads the baseline's per-layer and per-output errors.
-fn read(path: &Path) -> Result<(HashMap<(String, usize), f64>, HashMap<String, f64>)> {
+/// Baseline errors by (layer key, occurrence) and by output name.
+type BaselineErrors = (HashMap<(String, usize), f64>, HashMap<String, f64>);
+
+fn read(path: &Path) -> Result<BaselineErrors> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read baseline {}: {e}", path.display()))?;
     let json: Value = serde_json::from_str(&text).map_err(|e| {

@@ -132,6 +132,7 @@ pub fn capture_sample(
 /// Folds samples into one outcome: pairs once (the graphs are the same for every sample),
 /// compares every sample, keeps the worst case per pair, and keeps the captures of the
 /// worst sample only, for the element-level detail of the reports.
+#[derive(Default)]
 pub struct Accumulator {
     pub timing: Timing,
     pairing: Option<Pairing>,
@@ -139,19 +140,6 @@ pub struct Accumulator {
     worst: Option<((usize, f64), Capture, Capture)>,
     first_inputs: Vec<ResolvedInput>,
     labels: Vec<String>,
-}
-
-impl Default for Accumulator {
-    fn default() -> Self {
-        Accumulator {
-            timing: Timing::default(),
-            pairing: None,
-            aggregate: None,
-            worst: None,
-            first_inputs: Vec::new(),
-            labels: Vec::new(),
-        }
-    }
 }
 
 impl Accumulator {

@@ -43,7 +43,7 @@ pub fn layer_detail(
             scatter.push([r as f32, t as f32]);
         }
     }
-    if n > 0 && worst.0 % stride != 0 {
+    if n > 0 && !worst.0.is_multiple_of(stride) {
         let i = worst.0;
         scatter.push([
             reference.data.get_f64(i) as f32,

@@ -273,7 +273,7 @@ fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut by_error: Vec<&LayerResult> = layers.iter().collect();
     by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));
     for l in by_error {
-        if chosen.len() >= DETAILED_WORST + 1 {
+        if chosen.len() > DETAILED_WORST {
             break;
         }
         if !chosen.iter().any(|(i, _)| *i == l.index) {

@@ -179,7 +179,8 @@ fn write_npz(path: &Path, arrays: &[(&str, &str, &[usize])]) {
 fn bad_input_archives_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let fx = fixture("conv_bn_legacy");
-    let cases: Vec<(&str, Vec<(&str, &str, &[usize])>, Vec<&str>)> = vec![
+    type Array<'a> = (&'a str, &'a str, &'a [usize]);
+    let cases: Vec<(&str, Vec<Array>, Vec<&str>)> = vec![
         (
             "missing input",
             vec![("other", "<f4", &[1, 3, 32, 32])],

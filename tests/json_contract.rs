@@ -124,6 +124,8 @@ fn failing_report_follows_the_contract() {
     }
     assert_eq!(r.outputs.len(), 1);
     assert!(!r.outputs[0].name.is_empty());
+    assert!(!r.outputs[0].stats.pass, "the fault reaches the logits");
+    assert!(r.outputs[0].stats.rel_to_range.unwrap() > 1e-3);
     assert!(r.coverage.torch_layers_paired <= r.coverage.torch_layers_total);
     assert!(r.coverage.onnx_nodes_paired <= r.coverage.onnx_nodes_total);
     assert!(r

@@ -159,7 +159,7 @@ pub fn error_along_network(
             .flat_map(|p| [p.error, p.tolerance.unwrap_or(0.0)]),
     );
     let n = layers.len().max(1) as f64;
-    let chart_svg = svg((1100, 340), |root| {
+    let chart_svg = svg((1300, 360), |root| {
         let mut chart = ChartBuilder::on(root)
             .margin(12)
             .margin_right(24)

@@ -43,6 +43,8 @@ pub struct Page {
     pub tree: Vec<TreeItem>,
     pub legend: Vec<LegendEntry>,
     pub rows: Vec<Row>,
+    /// Whether the table needs a dtype column (more than one dtype, or the sides differ).
+    pub show_dtype: bool,
     /// Distinct ops (ONNX and TorchScript) for the table's op filter.
     pub ops: Vec<String>,
     pub unpaired: Vec<UnpairedView>,
@@ -142,10 +144,12 @@ pub struct LegendEntry {
 #[derive(Debug, Serialize)]
 pub struct Row {
     pub index: usize,
-    pub module: String,
+    /// The module path cut after each `.`, where the page lets it wrap.
+    pub module_parts: Vec<String>,
     pub module_type: String,
     pub torch_op: String,
-    pub onnx_node: String,
+    /// The ONNX node name cut after each `/`: the page lets long names wrap there.
+    pub onnx_node_parts: Vec<String>,
     pub onnx_op: String,
     pub shape: String,
     pub dtype: String,
@@ -295,10 +299,17 @@ fn row(l: &LayerResult) -> Row {
     let c = &l.cmp;
     Row {
         index: l.index,
-        module: module_label(&l.module).to_string(),
+        module_parts: module_label(&l.module)
+            .split_inclusive('.')
+            .map(str::to_string)
+            .collect(),
         module_type: l.module_type.clone(),
         torch_op: l.torch_op.clone(),
-        onnx_node: l.onnx_node.clone(),
+        onnx_node_parts: l
+            .onnx_node
+            .split_inclusive('/')
+            .map(str::to_string)
+            .collect(),
         onnx_op: l.onnx_op.clone(),
         shape: format_shape(&c.shape),
         dtype: if c.dtype == c.onnx_dtype {
@@ -569,6 +580,10 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         tree: module_tree(outcome),
         legend: legend(),
         rows: outcome.layers.iter().map(row).collect(),
+        show_dtype: outcome
+            .layers
+            .iter()
+            .any(|l| l.cmp.dtype != l.cmp.onnx_dtype || l.cmp.dtype != outcome.layers[0].cmp.dtype),
         ops: ops.into_iter().collect(),
         unpaired: c
             .unpaired

@@ -7,13 +7,18 @@
   if (!table) return;
   var body = table.tBodies[0];
   var rows = Array.prototype.slice.call(body.rows);
+  var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  // The headings say which columns the search box and the op filter look at.
+  function columns(attr) {
+    return heads.map(function (th, i) { return th.hasAttribute(attr) ? i : -1; })
+      .filter(function (i) { return i !== -1; });
+  }
+  var searched = columns("data-search");
+  var opColumns = columns("data-op");
   rows.forEach(function (r) {
     var c = r.cells;
-    // module, class, TorchScript op, ONNX node, ONNX op: what the search box matches.
-    r.searchKey = [c[1], c[2], c[3], c[4], c[5]].map(function (td) {
-      return td.textContent;
-    }).join(" ").toLowerCase();
-    r.ops = [c[3].textContent, c[5].textContent];
+    r.searchKey = searched.map(function (i) { return c[i].textContent; }).join(" ").toLowerCase();
+    r.ops = opColumns.map(function (i) { return c[i].textContent; });
   });
   var q = document.getElementById("q");
   var op = document.getElementById("op");
@@ -46,7 +51,6 @@
   op.addEventListener("change", apply);
   st.addEventListener("change", apply);
 
-  var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
   heads.forEach(function (th, col) {
     var kind = th.getAttribute("data-sort");
     if (!kind) return;
