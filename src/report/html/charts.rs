@@ -194,12 +194,12 @@ pub fn error_along_network(
             }
         }
         runs.push(run);
+        // No legend box: it would cover the first layers, where divergences often start;
+        // the page's caption says what the line is.
         for r in runs.into_iter().filter(|r| !r.is_empty()) {
             chart
                 .draw_series(LineSeries::new(r, TOLERANCE.stroke_width(1)))
-                .map_err(err)?
-                .label("tolerance (atol, as a share of range)")
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], TOLERANCE));
+                .map_err(err)?;
         }
 
         chart
@@ -259,14 +259,6 @@ pub fn error_along_network(
                 )])
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(GRID)
-            .label_font((FONT, 12).into_font().color(&INK))
-            .draw()
-            .map_err(err)?;
         Ok(())
     })?;
     Ok((chart_svg, bucket))

@@ -40,9 +40,13 @@ pub struct Page {
     /// How many layers one point of the network chart stands for.
     pub network_bucket: usize,
     pub details: Vec<DetailView>,
+    /// Detail entries of the outcome left out by `MAX_DETAILS`.
+    pub details_left_out: usize,
     pub tree: Vec<TreeItem>,
     pub legend: Vec<LegendEntry>,
     pub rows: Vec<Row>,
+    /// Rows the layer table lays out when the page opens (see `ROW_LIMIT`).
+    pub row_limit: usize,
     /// Whether the table needs a dtype column (more than one dtype, or the sides differ).
     pub show_dtype: bool,
     /// Distinct ops (ONNX and TorchScript) for the table's op filter.
@@ -187,6 +191,16 @@ pub struct UncapturableView {
     pub module: String,
     pub reason: String,
 }
+
+/// Rows the layer table shows when the page opens. Laying out every row of a table of
+/// thousands is most of the time a large page takes to open; the rest are a click, a filter
+/// or a sort away (and all shown when script is off).
+pub const ROW_LIMIT: usize = 500;
+
+/// Layer close-ups drawn at most (about 60 KB of SVG each). Outcomes list every divergence
+/// origin, and a model with many broken parallel branches would otherwise make the page huge;
+/// the first divergence comes first, and the rest are in the table.
+pub const MAX_DETAILS: usize = 16;
 
 /// Upper bounds of the colour classes `c0`..`c6`; anything above (and NaN) is `c7`.
 const COLOUR_BOUNDS: [(f64, &str, &str); 7] = [
@@ -396,7 +410,7 @@ fn index_text(index: &[usize]) -> String {
 
 fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
     let mut out = Vec::new();
-    for (k, d) in outcome.details.iter().enumerate() {
+    for (k, d) in outcome.details.iter().take(MAX_DETAILS).enumerate() {
         let Some(l) = outcome.layers.get(d.layer_index) else {
             continue;
         };
@@ -577,9 +591,11 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         network_chart,
         network_bucket,
         details: details(outcome)?,
+        details_left_out: outcome.details.len().saturating_sub(MAX_DETAILS),
         tree: module_tree(outcome),
         legend: legend(),
         rows: outcome.layers.iter().map(row).collect(),
+        row_limit: ROW_LIMIT,
         show_dtype: outcome
             .layers
             .iter()

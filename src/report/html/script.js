@@ -1,6 +1,7 @@
-// align-check HTML report: filtering and sorting of the layer table, and the module tree's
-// expand/collapse buttons. Everything else works without script. Reads the table's own
-// cells (already escaped by the page), so no model string ever passes through script code.
+// align-check HTML report: filtering and sorting of the layer table, the cap on how many rows
+// it lays out at once, and the module tree's expand/collapse buttons. Everything else works
+// without script. Reads the table's own cells (already escaped by the page), so no model
+// string ever passes through script code.
 (function () {
   "use strict";
   var table = document.getElementById("layer-table");
@@ -8,6 +9,10 @@
   var body = table.tBodies[0];
   var rows = Array.prototype.slice.call(body.rows);
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  // Laying out thousands of rows is what makes a large page slow to open, so only this many
+  // are shown until the reader asks for all (the page hides the same ones before this runs).
+  var limit = parseInt(table.getAttribute("data-limit"), 10) || Infinity;
+
   // The headings say which columns the search box and the op filter look at.
   function columns(attr) {
     return heads.map(function (th, i) { return th.hasAttribute(attr) ? i : -1; })
@@ -24,23 +29,34 @@
   var op = document.getElementById("op");
   var st = document.getElementById("st");
   var shown = document.getElementById("shown");
+  var more = document.getElementById("more");
 
   function wanted(r, text, o, s) {
     if (text && r.searchKey.indexOf(text) === -1) return false;
     if (o && r.ops.indexOf(o) === -1) return false;
-    if (s === "fail") return r.className !== "ok";
-    return !s || r.className === s;
+    if (s === "fail") return !r.classList.contains("ok");
+    return !s || r.classList.contains(s);
   }
 
   function apply() {
     var text = q.value.trim().toLowerCase();
-    var n = 0;
+    var matching = 0;
     rows.forEach(function (r) {
       var show = wanted(r, text, op.value, st.value);
-      r.hidden = !show;
-      if (show) n += 1;
+      if (show) matching += 1;
+      r.hidden = !show || matching > limit;
     });
-    shown.textContent = n === rows.length ? rows.length + " layers" : n + " of " + rows.length + " layers";
+    var visible = Math.min(matching, limit);
+    var what = matching === rows.length ? rows.length + " layers" : matching + " of " + rows.length + " layers";
+    shown.textContent = visible === matching ? what : "first " + visible + " of " + what;
+    more.hidden = visible === matching;
+    more.textContent = "show all " + matching;
+  }
+
+  function reset() {
+    q.value = "";
+    op.value = "";
+    st.value = "";
   }
 
   var timer = null;
@@ -50,6 +66,10 @@
   });
   op.addEventListener("change", apply);
   st.addEventListener("change", apply);
+  more.addEventListener("click", function () {
+    limit = Infinity;
+    apply();
+  });
 
   heads.forEach(function (th, col) {
     var kind = th.getAttribute("data-sort");
@@ -80,6 +100,7 @@
         return k.row;
       });
       body.appendChild(frag);
+      apply();
     }
     th.addEventListener("click", sort);
     th.addEventListener("keydown", function (e) {
@@ -90,14 +111,13 @@
     });
   });
 
-  // A link to a row that the filter hides clears the filter first.
+  // A link to a row that is hidden (filtered out, or past the cap) shows every row first.
   function reveal() {
     var id = decodeURIComponent(location.hash.slice(1));
     var el = id ? document.getElementById(id) : null;
-    if (el && el.hidden) {
-      q.value = "";
-      op.value = "";
-      st.value = "";
+    if (el && el.hidden && el.parentNode === body) {
+      reset();
+      limit = Infinity;
       apply();
       el.scrollIntoView();
     }
@@ -106,9 +126,8 @@
 
   Array.prototype.forEach.call(document.querySelectorAll("a[data-module]"), function (a) {
     a.addEventListener("click", function () {
+      reset();
       q.value = a.getAttribute("data-module");
-      op.value = "";
-      st.value = "";
       apply();
     });
   });
@@ -118,8 +137,11 @@
       d.open = open;
     });
   }
-  var expand = document.getElementById("expand-all");
-  var collapse = document.getElementById("collapse-all");
-  if (expand) expand.addEventListener("click", function () { setAll(true); });
-  if (collapse) collapse.addEventListener("click", function () { setAll(false); });
+  document.getElementById("expand-all").addEventListener("click", function () { setAll(true); });
+  document.getElementById("collapse-all").addEventListener("click", function () { setAll(false); });
+
+  // From here on the script decides which rows show; the page's own cap steps aside.
+  apply();
+  table.classList.add("live");
+  reveal();
 })();
