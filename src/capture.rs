@@ -6,8 +6,11 @@
 //! the data itself; values that exist but cannot be captured (inside an `if` or loop body of a
 //! scripted model) are listed with a reason instead of being dropped silently.
 
+use crate::store::Stored;
 use crate::tensor::{DType, HostTensor};
+use anyhow::{anyhow, Result};
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// Which runtime a capture came from. TorchScript is always the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -67,14 +70,28 @@ pub struct CapturedValue {
     pub shape: Vec<usize>,
     /// Ids of the captured values this one was computed from (direct producers only).
     pub inputs: Vec<usize>,
-    /// The data; `None` only when a memory budget dropped it after statistics were taken.
-    pub tensor: Option<HostTensor>,
+    /// The data, in memory or spilled to disk under a memory budget; `None` when the run
+    /// that described the value did not fetch it.
+    pub tensor: Option<Stored>,
 }
 
 impl CapturedValue {
     /// Dotted module path of the innermost scope, `""` at top level.
     pub fn module_path(&self) -> &str {
         self.scope.last().map(|s| s.path.as_str()).unwrap_or("")
+    }
+
+    /// The value's data, read back from the spill file when it was spilled.
+    pub fn data(&self) -> Result<Cow<'_, HostTensor>> {
+        self.tensor
+            .as_ref()
+            .ok_or_else(|| anyhow!("value {} was not kept", self.name))?
+            .data()
+    }
+
+    /// The data when it is held in memory (always, without a memory budget).
+    pub fn in_memory(&self) -> Option<&HostTensor> {
+        self.tensor.as_ref().and_then(Stored::in_memory)
     }
 
     /// Class of the innermost module, `""` at top level or when unknown.

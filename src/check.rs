@@ -8,13 +8,16 @@ use crate::capture::{Capture, Uncapturable};
 use crate::config::CheckConfig;
 use crate::details::LayerDetail;
 use crate::evaluate::{badness, compare_pairs, details, judge, Evaluation, SampleAggregate};
-use crate::inputs::samples::{resolve_samples, Sample};
+use crate::inputs::samples::Sample;
+use crate::inputs::torch_args;
 use crate::inputs::ResolvedInput;
+use crate::memory::{self, MemoryPlan};
 use crate::onnx;
+use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, FirstNonFinite, Outcome, Timing, ToleranceInfo, Verdict,
-    SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, FirstNonFinite, MemoryReport, Outcome, Timing,
+    ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
@@ -65,24 +68,43 @@ fn environment(threads: usize) -> Environment {
     }
 }
 
-/// Both models, loaded once for every sample.
+/// Both models, loaded once for every sample, and how their tensors are kept.
 pub struct Models {
     torch: TorchModel,
-    onnx: onnx::model::OnnxModel,
+    onnx: OnnxRunner,
     pub specs: Vec<InputSpec>,
+    memory: MemoryPlan,
 }
 
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
+    memory::prepare(cfg.runtime.max_memory);
     crate::runtimes::init(&cfg.runtime, true)?;
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
     let torch = TorchModel::load(&cfg.torch_path)?;
+    // The instrumented session is built once; it takes over the model's weights.
+    let onnx = OnnxRunner::from_model(
+        onnx_model,
+        cfg.runtime.threads,
+        cfg.runtime.ort_custom_ops.as_deref(),
+        cfg.runtime.max_memory.is_some(),
+    )?;
     timing.load_s += t0.elapsed().as_secs_f64();
+    // The budget is planned against what loading actually left resident.
+    let memory = match cfg.runtime.max_memory {
+        None => MemoryPlan::unbounded(),
+        Some(budget) => MemoryPlan::bounded(
+            budget,
+            memory::current_rss().unwrap_or(0),
+            onnx.largest_estimate(),
+        )?,
+    };
     Ok(Models {
         torch,
-        onnx: onnx_model,
+        onnx,
         specs,
+        memory,
     })
 }
 
@@ -92,40 +114,41 @@ pub struct Captured {
     pub inputs: Vec<ResolvedInput>,
     pub torch: Capture,
     pub onnx: Capture,
+    /// Bytes this sample's tensors took in the spill file (0 without a budget).
+    pub spilled_bytes: u64,
 }
 
 pub fn capture_sample(
-    models: &Models,
-    cfg: &CheckConfig,
+    models: &mut Models,
     sample: Sample,
     progress: &Progress,
     timing: &mut Timing,
 ) -> Result<Captured> {
-    let tensors: Vec<_> = sample.inputs.iter().map(|i| i.tensor.clone()).collect();
+    let tensors = torch_args::forward_inputs(models.torch.inputs(), &sample.inputs)?;
+    let keep = models.memory.keep_for_sample()?;
     let t1 = Instant::now();
     progress.stage(&format!("{}: running TorchScript", sample.label));
-    let torch = models.torch.capture(&tensors)?;
+    let torch = models
+        .torch
+        .capture(&tensors, &keep)
+        .map_err(|e| torch_args::explain_run_error(e, &sample.inputs))?;
+    let torch = torch_args::drop_torch_only(torch, models.torch.inputs(), &sample.inputs)?;
     timing.torch_run_s += t1.elapsed().as_secs_f64();
 
     let t2 = Instant::now();
     progress.stage(&format!("{}: running ONNX Runtime", sample.label));
-    let named: Vec<(String, _)> = sample
-        .inputs
-        .iter()
-        .map(|i| (i.name.clone(), i.tensor.clone()))
-        .collect();
-    let onnx = onnx::capture::capture(
-        &models.onnx,
-        &named,
-        cfg.runtime.threads,
-        cfg.runtime.ort_custom_ops.as_deref(),
-    )?;
+    let named = torch_args::onnx_inputs(&sample.inputs);
+    let onnx = models
+        .onnx
+        .capture(&named, &keep, models.memory.group_bytes)?;
     timing.onnx_run_s += t2.elapsed().as_secs_f64();
+    timing.onnx_runs += models.onnx.runs_last_capture;
     Ok(Captured {
         label: sample.label,
         inputs: sample.inputs,
         torch,
         onnx,
+        spilled_bytes: keep.spilled_bytes(),
     })
 }
 
@@ -140,6 +163,7 @@ pub struct Accumulator {
     worst: Option<((usize, f64), Capture, Capture)>,
     first_inputs: Vec<ResolvedInput>,
     labels: Vec<String>,
+    spilled_bytes: u64,
 }
 
 impl Accumulator {
@@ -149,7 +173,9 @@ impl Accumulator {
             inputs,
             torch,
             onnx,
+            spilled_bytes,
         } = captured;
+        self.spilled_bytes += spilled_bytes;
         if self.pairing.is_none() {
             let t = Instant::now();
             self.pairing = Some(pair(&torch, &onnx)?);
@@ -158,7 +184,8 @@ impl Accumulator {
         }
         let pairing = self.pairing.as_ref().expect("paired above");
         let t = Instant::now();
-        let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy)?;
+        let parallel = cfg.runtime.max_memory.is_none();
+        let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy, parallel)?;
         let bad = badness(&cmps);
         let sample = self.labels.len();
         match &mut self.aggregate {
@@ -194,6 +221,11 @@ impl Accumulator {
         drop((torch, onnx));
         let mut timing = self.timing;
         timing.total_s = started.elapsed().as_secs_f64();
+        let memory = MemoryReport {
+            peak_rss_bytes: memory::peak_rss(),
+            budget_bytes: cfg.runtime.max_memory,
+            spilled_bytes: self.spilled_bytes,
+        };
         assemble(
             cfg,
             pairing,
@@ -202,7 +234,7 @@ impl Accumulator {
             uncapturable,
             self.first_inputs,
             self.labels,
-            timing,
+            (timing, memory),
         )
     }
 }
@@ -212,10 +244,10 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let started = Instant::now();
     let mut acc = Accumulator::default();
     progress.stage("loading models");
-    let models = load_models(cfg, &mut acc.timing)?;
-    let samples = resolve_samples(&models.specs, &cfg.inputs)?;
+    let mut models = load_models(cfg, &mut acc.timing)?;
+    let samples = torch_args::resolve_samples(models.torch.inputs(), &models.specs, &cfg.inputs)?;
     for sample in samples {
-        let captured = capture_sample(&models, cfg, sample, progress, &mut acc.timing)?;
+        let captured = capture_sample(&mut models, sample, progress, &mut acc.timing)?;
         acc.add(cfg, captured)?;
     }
     progress.stage("comparing layers");
@@ -231,7 +263,7 @@ fn assemble(
     uncapturable: Vec<Uncapturable>,
     inputs: Vec<ResolvedInput>,
     samples: Vec<String>,
-    timing: Timing,
+    (timing, memory): (Timing, MemoryReport),
 ) -> Result<Outcome> {
     let mut gate_failures = Vec::new();
     let failing = eval.layers.iter().filter(|l| !l.cmp.pass).count();
@@ -301,6 +333,7 @@ fn assemble(
         baseline: None,
         details,
         timing,
+        memory,
     })
 }
 
@@ -344,12 +377,11 @@ fn fmt_growth(g: f64) -> String {
     }
 }
 
-/// Every report the configuration asks for, each derived from the same outcome.
-fn write_reports(cfg: &CheckConfig, outcome: &Outcome) -> Result<()> {
+/// Every report the configuration asks for, each derived from the same outcome. The JSON
+/// report goes last so that it can carry the time the others took.
+fn write_reports(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
     let r = &cfg.reports;
-    if let Some(path) = &r.json {
-        report::write_output(path, &report::json::render(outcome)?)?;
-    }
+    let t = Instant::now();
     if let Some(path) = &r.html {
         report::write_output(path, &report::html::render(outcome)?)?;
     }
@@ -358,6 +390,10 @@ fn write_reports(cfg: &CheckConfig, outcome: &Outcome) -> Result<()> {
     }
     if let Some(path) = &r.junit {
         report::write_output(path, report::junit::render(outcome).as_bytes())?;
+    }
+    outcome.timing.reports_s = t.elapsed().as_secs_f64();
+    if let Some(path) = &r.json {
+        report::write_output(path, &report::json::render(outcome)?)?;
     }
     Ok(())
 }
@@ -368,7 +404,7 @@ pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
     progress.finish();
     apply_baseline(cfg, &mut outcome)?;
 
-    write_reports(cfg, &outcome)?;
+    write_reports(cfg, &mut outcome)?;
     if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {
         report::write_output(path, &report::json::render(&outcome)?)?;
         if !cfg.quiet {

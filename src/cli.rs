@@ -208,6 +208,17 @@ pub struct RuntimeArgs {
     /// TORCH_LIBRARY in a C++ extension)
     #[arg(long, value_name = "LIB", help_heading = "Runtimes")]
     pub torch_ops: Vec<PathBuf>,
+
+    /// Keep the whole process under SIZE of resident memory (800M, 4G): captured tensors are
+    /// spilled to a temporary file and ONNX Runtime's values fetched in several runs, with
+    /// results identical to an unbounded run. Without it every activation stays in memory
+    /// (fastest). Must cover the two loaded models; a budget too small says what would fit
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, help_heading = "Runtimes")]
+    pub max_memory: Option<u64>,
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    crate::memory::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

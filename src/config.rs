@@ -18,6 +18,8 @@ pub struct RuntimeConfig {
     pub ort_lib: Option<PathBuf>,
     pub ort_custom_ops: Option<PathBuf>,
     pub torch_ops: Vec<PathBuf>,
+    /// `--max-memory` in bytes.
+    pub max_memory: Option<u64>,
 }
 
 /// Where each report goes, when asked for.
@@ -87,7 +89,7 @@ pub fn input_request(args: &InputArgs, file: Option<&InputsSection>) -> Result<I
     })
 }
 
-pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> RuntimeConfig {
+pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> Result<RuntimeConfig> {
     let empty = RuntimeSection::default();
     let file = file.unwrap_or(&empty);
     let threads = match args.threads.or(file.threads).unwrap_or(0) {
@@ -101,7 +103,15 @@ pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> Runt
     } else {
         args.torch_ops.clone()
     };
-    RuntimeConfig {
+    let max_memory = match (args.max_memory, &file.max_memory) {
+        (Some(b), _) => Some(b),
+        (None, Some(text)) => Some(
+            crate::memory::parse_size(text)
+                .map_err(|e| anyhow::anyhow!("config [runtime] max_memory: {e}"))?,
+        ),
+        (None, None) => None,
+    };
+    Ok(RuntimeConfig {
         threads,
         ort_lib: args.ort_lib.clone().or_else(|| file.ort_lib.clone()),
         ort_custom_ops: args
@@ -109,7 +119,8 @@ pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> Runt
             .clone()
             .or_else(|| file.ort_custom_ops.clone()),
         torch_ops,
-    }
+        max_memory,
+    })
 }
 
 /// Refuses a report path that is one of the models: a typo must never destroy a model.
@@ -188,7 +199,7 @@ impl CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
             inputs: input_request(&args.inputs, Some(&file.inputs))?,
-            runtime: runtime_config(&args.runtime, Some(&file.runtime)),
+            runtime: runtime_config(&args.runtime, Some(&file.runtime))?,
             policy,
             min_coverage,
             baseline,

@@ -89,6 +89,8 @@ pub struct RuntimeSection {
     pub ort_custom_ops: Option<PathBuf>,
     #[serde(default)]
     pub torch_ops: Vec<PathBuf>,
+    /// `--max-memory`, as a size string (`"4G"`).
+    pub max_memory: Option<String>,
 }
 
 /// Reads `explicit`, or `align-check.toml` in the working directory when it exists.

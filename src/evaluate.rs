@@ -16,27 +16,23 @@ use crate::tolerance::TolerancePolicy;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 
-fn tensor_of(v: &CapturedValue) -> Result<&HostTensor> {
-    v.tensor
-        .as_ref()
-        .ok_or_else(|| anyhow!("value {} was not kept in memory", v.name))
-}
-
 fn comparison(
     t: &CapturedValue,
     o: &CapturedValue,
     policy: &TolerancePolicy,
 ) -> Result<Comparison> {
     let tol = policy.for_layer(t.module_path(), &o.node, t.dtype);
-    let (reference, test) = (tensor_of(t)?, tensor_of(o)?);
+    // Under a memory budget these are read back from the spill file, one pair at a time.
+    let (reference, test) = (t.data()?, o.data()?);
+    let reference: &HostTensor = &reference;
     // Pairing accepts shapes that differ only by unit dims ([1, 8] against [8]); the
     // elements are then the same in the same order, so compare them in the reference's shape.
     let reshaped;
-    let test = if test.shape != reference.shape && test.numel() == reference.numel() {
+    let test: &HostTensor = if test.shape != reference.shape && test.numel() == reference.numel() {
         reshaped = HostTensor::new(reference.shape.clone(), test.data.clone());
         &reshaped
     } else {
-        test
+        &test
     };
     let stats: ErrorStats = compare(reference, test, tol)
         .map_err(|e| anyhow!("comparing {} with {}: {e}", t.name, o.name))?;
@@ -74,18 +70,25 @@ pub struct Comparisons {
     pub outputs: Vec<Comparison>,
 }
 
+/// Every pair's comparison. `parallel` compares several pairs at once; under a memory
+/// budget pairs go one at a time (each one's statistics are still computed in parallel
+/// chunks), since every pair in flight brings two tensors back from disk. The results are
+/// the same either way.
 pub fn compare_pairs(
     torch: &Capture,
     onnx: &Capture,
     pairing: &Pairing,
     policy: &TolerancePolicy,
+    parallel: bool,
 ) -> Result<Comparisons> {
     let (tv, ov) = (&torch.values, &onnx.values);
     let run = |pairs: &[crate::pairing::Pair]| -> Result<Vec<Comparison>> {
-        pairs
-            .par_iter()
-            .map(|p| comparison(&tv[p.torch], &ov[p.onnx], policy))
-            .collect()
+        let one = |p: &crate::pairing::Pair| comparison(&tv[p.torch], &ov[p.onnx], policy);
+        if parallel {
+            pairs.par_iter().map(one).collect()
+        } else {
+            pairs.iter().map(one).collect()
+        }
     };
     Ok(Comparisons {
         layers: run(&pairing.layers)?,
@@ -250,7 +253,7 @@ pub fn details(
         .map(|(i, why)| {
             let l = &layers[i];
             let (t, o) = (&torch.values[l.torch_id], &onnx.values[l.onnx_id]);
-            Ok(layer_detail(i, why, tensor_of(t)?, tensor_of(o)?))
+            Ok(layer_detail(i, why, &*t.data()?, &*o.data()?))
         })
         .collect()
 }

@@ -31,7 +31,7 @@ fn file_kind(path: &std::path::Path) -> Result<FileKind> {
 }
 
 pub fn run(args: &InspectArgs) -> Result<ExitCode> {
-    let rt = runtime_config(&args.runtime, None);
+    let rt = runtime_config(&args.runtime, None)?;
     let request = input_request(&args.inputs, None)?;
     let text = match file_kind(&args.model)? {
         FileKind::Zip => {
@@ -48,7 +48,7 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
                 Some(specs) => {
                     let inputs = resolve(&specs, &request)?;
                     let tensors: Vec<_> = inputs.into_iter().map(|i| i.tensor).collect();
-                    render(&model.capture(&tensors)?, true)
+                    render(&model.capture(&tensors, &crate::store::Keep::Memory)?, true)
                 }
                 None => render_static(&model),
             }

@@ -193,9 +193,25 @@ pub struct Timing {
     pub load_s: f64,
     pub torch_run_s: f64,
     pub onnx_run_s: f64,
+    /// ONNX Runtime runs made, over all samples (more than one per sample under a budget).
+    pub onnx_runs: usize,
     pub pairing_s: f64,
     pub statistics_s: f64,
+    /// Rendering and writing the HTML, Markdown and JUnit reports (the JSON report cannot
+    /// time itself; it is written last).
+    pub reports_s: f64,
     pub total_s: f64,
+}
+
+/// Memory the run used, as the OS counts it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MemoryReport {
+    /// Peak resident set of the process up to the end of the check (before reports).
+    pub peak_rss_bytes: Option<u64>,
+    /// `--max-memory`, when given.
+    pub budget_bytes: Option<u64>,
+    /// Bytes of tensors written to the temporary spill file (0 without a budget).
+    pub spilled_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,4 +242,5 @@ pub struct Outcome {
     /// and the worst layers.
     pub details: Vec<LayerDetail>,
     pub timing: Timing,
+    pub memory: MemoryReport,
 }

@@ -6,7 +6,7 @@
 //! libtorch registers ops when the library loads, and unloading would leave dangling kernels.
 
 use crate::config::RuntimeConfig;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use std::sync::{Once, OnceLock};
 
 static TORCH_OP_LIBS: OnceLock<Vec<libloading::Library>> = OnceLock::new();
@@ -37,6 +37,16 @@ pub fn init(rt: &RuntimeConfig, need_onnx: bool) -> Result<()> {
     }
     if need_onnx {
         crate::onnx::runtime::init(rt.ort_lib.as_deref(), rt.threads)?;
+        // ONNX Runtime opens this library only when the first session is built, after the
+        // TorchScript run; a path that is plainly wrong should not cost that run. (A bare
+        // file name is left to the dynamic loader's search path.)
+        let missing = |p: &&std::path::Path| p.to_string_lossy().contains('/') && !p.is_file();
+        if let Some(lib) = rt.ort_custom_ops.as_deref().filter(missing) {
+            bail!(
+                "--ort-custom-ops {}: cannot load the library: no such file",
+                lib.display()
+            );
+        }
     }
     Ok(())
 }

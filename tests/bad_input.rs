@@ -213,3 +213,59 @@ fn bad_input_archives_are_one_line_errors() {
         assert_one_line_error(out.status.code().unwrap_or(-1), &stderr, &mention);
     }
 }
+
+/// Writes conv_bn_legacy's ONNX model after `edit` to `dir/name`.
+fn edited_onnx(
+    dir: &Path,
+    name: &str,
+    edit: impl FnOnce(&mut align_check::onnx::proto::ModelProto),
+) -> std::path::PathBuf {
+    use prost::Message;
+    let bytes = std::fs::read(fixture("conv_bn_legacy").join("model.onnx")).unwrap();
+    let mut model = align_check::onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
+    edit(&mut model);
+    let path = dir.join(name);
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn malformed_onnx_graphs_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt = fixture("conv_bn_legacy").join("model.pt");
+    // The first node reads the last node's output: a cycle through the whole graph.
+    let cycle = edited_onnx(dir.path(), "cycle.onnx", |m| {
+        let g = m.graph.as_mut().unwrap();
+        let last = g.node.last().unwrap().output[0].clone();
+        g.node[0].input[0] = last;
+    });
+    // The second node reads a value nothing produces.
+    let dangling = edited_onnx(dir.path(), "dangling.onnx", |m| {
+        m.graph.as_mut().unwrap().node[1].input[0] = "no_such_value".to_string();
+    });
+    let opset99 = edited_onnx(dir.path(), "opset99.onnx", |m| {
+        for o in &mut m.opset_import {
+            if matches!(o.domain(), "" | "ai.onnx") {
+                o.version = Some(99);
+            }
+        }
+    });
+    let cases: Vec<(&str, &Path, Vec<&str>)> = vec![
+        ("graph cycle", &cycle, vec!["cycle.onnx"]),
+        (
+            "dangling value",
+            &dangling,
+            vec!["dangling.onnx", "no_such_value"],
+        ),
+        (
+            "unknown opset",
+            &opset99,
+            vec!["opset99.onnx", "opset 99", "supports"],
+        ),
+    ];
+    for (what, onnx, mention) in cases {
+        let (code, stderr) = run_check(&pt, onnx);
+        eprintln!("{what}: {stderr}");
+        assert_one_line_error(code, &stderr, &mention);
+    }
+}

@@ -7,6 +7,7 @@ mod common;
 use align_check::capture::{Capture, ValueRole};
 use align_check::inputs::npy::read_npz;
 use align_check::onnx;
+use align_check::store::Keep;
 use align_check::tensor::HostTensor;
 use align_check::torch::TorchModel;
 use common::{binary, fixture, manifest};
@@ -17,6 +18,7 @@ fn init() {
         ort_lib: None,
         ort_custom_ops: None,
         torch_ops: vec![],
+        max_memory: None,
     };
     align_check::runtimes::init(&rt, true).unwrap();
 }
@@ -41,7 +43,7 @@ fn inputs_of(name: &str) -> Vec<(String, HostTensor)> {
 fn captured_outputs(c: &Capture) -> Vec<HostTensor> {
     c.outputs()
         .iter()
-        .map(|v| v.tensor.clone().unwrap())
+        .map(|v| v.in_memory().unwrap().clone())
         .collect()
 }
 
@@ -55,7 +57,7 @@ fn instrumented_outputs_equal_plain_runs_exactly_on_every_fixture() {
 
         let torch = TorchModel::load(&fixture(name).join("model.pt")).unwrap();
         let plain = torch.forward(&tensors).unwrap();
-        let cap = torch.capture(&tensors).unwrap();
+        let cap = torch.capture(&tensors, &Keep::Memory).unwrap();
         assert_eq!(
             captured_outputs(&cap),
             plain,
@@ -101,7 +103,7 @@ fn conv_output_captured_before_inplace_relu_keeps_its_negative_values() {
     let name = "conv_bn_legacy";
     let tensors: Vec<HostTensor> = inputs_of(name).into_iter().map(|(_, t)| t).collect();
     let torch = TorchModel::load(&fixture(name).join("model.pt")).unwrap();
-    let cap = torch.capture(&tensors).unwrap();
+    let cap = torch.capture(&tensors, &Keep::Memory).unwrap();
     let find = |module: &str, op: &str| {
         cap.values
             .iter()
@@ -117,11 +119,11 @@ fn conv_output_captured_before_inplace_relu_keeps_its_negative_values() {
     let bn = find("bn1", "aten::batch_norm");
     let relu = find("relu1", "aten::relu_");
     assert!(
-        min(bn.tensor.as_ref().unwrap()) < 0.0,
+        min(bn.in_memory().unwrap()) < 0.0,
         "bn1 output was rewritten by relu_"
     );
-    assert!(min(find("conv1", "aten::_convolution").tensor.as_ref().unwrap()) < 0.0);
-    assert!(min(relu.tensor.as_ref().unwrap()) >= 0.0);
+    assert!(min(find("conv1", "aten::_convolution").in_memory().unwrap()) < 0.0);
+    assert!(min(relu.in_memory().unwrap()) >= 0.0);
 }
 
 #[test]

@@ -17,6 +17,14 @@ struct Report {
     coverage: Coverage,
     inputs: Vec<Input>,
     timing: serde_json::Map<String, serde_json::Value>,
+    memory: Memory,
+}
+
+#[derive(Deserialize)]
+struct Memory {
+    peak_rss_bytes: Option<u64>,
+    budget_bytes: Option<u64>,
+    spilled_bytes: u64,
 }
 
 #[derive(Deserialize)]
@@ -144,10 +152,15 @@ fn failing_report_follows_the_contract() {
         "onnx_run_s",
         "pairing_s",
         "statistics_s",
+        "reports_s",
         "total_s",
     ] {
         assert!(r.timing[key].as_f64().is_some(), "timing.{key}");
     }
+    assert!(r.timing["onnx_runs"].as_u64() >= Some(1));
+    // Without --max-memory nothing is spilled, and the OS's peak reading is there.
+    assert!(r.memory.peak_rss_bytes.unwrap() > 10 << 20);
+    assert_eq!((r.memory.budget_bytes, r.memory.spilled_bytes), (None, 0));
 }
 
 #[test]

@@ -249,14 +249,14 @@ fn check_capture(model: &OnnxModel, inputs: &[(String, HostTensor)], threads: us
             "{}: producers come first",
             v.name
         );
-        let t = v.tensor.as_ref().expect("data is kept");
+        let t = v.in_memory().expect("data is kept");
         assert_eq!((t.dtype(), &t.shape), (v.dtype, &v.shape), "{}", v.name);
     }
     let ins = cap.inputs();
     assert_eq!(ins.len(), inputs.len());
     for (v, (name, t)) in ins.iter().zip(inputs) {
         assert_eq!((&v.name, v.op.as_str()), (name, "input"));
-        assert_bit_identical(v.tensor.as_ref().unwrap(), t, name);
+        assert_bit_identical(v.in_memory().unwrap(), t, name);
     }
     let outs = cap.outputs();
     assert_eq!(outs.len(), plain.len(), "every graph output is captured");
@@ -266,7 +266,7 @@ fn check_capture(model: &OnnxModel, inputs: &[(String, HostTensor)], threads: us
             (&v.name, v.op.as_str(), v.node.as_str()),
             (name, "output", "")
         );
-        assert_bit_identical(v.tensor.as_ref().unwrap(), t, &format!("output {name}"));
+        assert_bit_identical(v.in_memory().unwrap(), t, &format!("output {name}"));
         if let [src] = v.inputs[..] {
             assert_eq!(
                 cap.values[src].name, *name,
@@ -378,11 +378,7 @@ fn external_data_next_to_the_model_is_found() {
     let inputs = [f32_input("input", &[1, 3, 8, 8], 3)];
     let a = check_capture(&ext, &inputs, 1);
     let b = onnx::run_plain(&inline, &inputs, 1, None).unwrap();
-    assert_bit_identical(
-        a.outputs()[0].tensor.as_ref().unwrap(),
-        &b[0].1,
-        "same weights",
-    );
+    assert_bit_identical(a.outputs()[0].in_memory().unwrap(), &b[0].1, "same weights");
 }
 
 #[test]
@@ -423,24 +419,24 @@ fn every_element_type_is_captured() {
     ] {
         assert_eq!(get(name).dtype, dtype, "{name}");
     }
-    let h = get("h").tensor.as_ref().unwrap();
+    let h = get("h").in_memory().unwrap();
     let expect: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
     assert_eq!(h.data, TensorData::F16(expect));
-    let b = get("b").tensor.as_ref().unwrap();
+    let b = get("b").in_memory().unwrap();
     let expect: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
     assert_eq!(b.data, TensorData::Bf16(expect));
-    let pos = get("pos").tensor.as_ref().unwrap();
+    let pos = get("pos").in_memory().unwrap();
     assert_eq!(
         pos.data,
         TensorData::Bool(x.iter().map(|&v| v > 0.0).collect())
     );
     assert_eq!(
-        get("i8").tensor.as_ref().unwrap().data,
+        get("i8").in_memory().unwrap().data,
         TensorData::I8(vec![-1, 0, 2, 3, 0, 100])
     );
     // row 0: where = [0, 0.25, 0] -> argmax 1; row 1: [3.75, 0, 100] -> 2
     assert_eq!(
-        get("sum").tensor.as_ref().unwrap().data,
+        get("sum").in_memory().unwrap().data,
         TensorData::I64(vec![11, -18])
     );
     // The graph's `ids` input has a symbolic dim: any length is accepted.
@@ -473,13 +469,13 @@ fn outputs_that_no_node_computes_are_captured() {
     let outs = cap.outputs();
     let names: Vec<&str> = outs.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["r", "x", "c", "xr"]);
-    assert_eq!(outs[3].tensor.as_ref().unwrap().data, x.1.data);
+    assert_eq!(outs[3].in_memory().unwrap().data, x.1.data);
     // The passed-through input points at the input value; the initializer has no producer.
     assert_eq!(outs[1].inputs, [cap.inputs()[0].id]);
-    assert_bit_identical(outs[1].tensor.as_ref().unwrap(), &x.1, "x");
+    assert_bit_identical(outs[1].in_memory().unwrap(), &x.1, "x");
     assert!(outs[2].inputs.is_empty());
     assert_eq!(
-        outs[2].tensor.as_ref().unwrap().data,
+        outs[2].in_memory().unwrap().data,
         TensorData::F32(vec![1.0, 2.0])
     );
 }

@@ -9,6 +9,7 @@
 pub mod npy;
 pub mod random;
 pub mod samples;
+pub mod torch_args;
 
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::tensor::{format_shape, HostTensor};
@@ -38,8 +39,30 @@ pub struct ResolvedInput {
     pub shape: Vec<usize>,
     pub dtype: String,
     pub source: String,
+    /// Set for a TorchScript forward argument the ONNX model does not take (see
+    /// `torch_args`): why, and what TorchScript was given instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_only: Option<String>,
+    /// NaN and infinite elements in the input itself: non-finite values in the layers after
+    /// it then come from the data, not from either runtime.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nonfinite: usize,
     #[serde(skip)]
     pub tensor: HostTensor,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Number of NaN and infinite elements (0 for integer and bool tensors).
+pub fn count_nonfinite(t: &HostTensor) -> usize {
+    if !t.dtype().is_float() {
+        return 0;
+    }
+    (0..t.numel())
+        .filter(|&i| !t.data.get_f64(i).is_finite())
+        .count()
 }
 
 /// Parses `NAME=VALUE` command-line pairs.
@@ -112,11 +135,23 @@ fn check_against(spec: &InputSpec, t: &HostTensor, origin: &str) -> Result<()> {
 
 /// Resolves every input of the signature according to the request.
 pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<ResolvedInput>> {
-    let known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    resolve_except(specs, request, &[])
+}
+
+/// `resolve`, where `--input`, `--shape` and archive arrays may also name the inputs in
+/// `others` (TorchScript-only arguments, which `torch_args` resolves itself).
+pub fn resolve_except(
+    specs: &[InputSpec],
+    request: &InputRequest,
+    others: &[&str],
+) -> Result<Vec<ResolvedInput>> {
+    let mut known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let n_onnx = known.len();
+    known.extend_from_slice(others);
     let unknown = |name: &str, flag: &str| {
         anyhow!(
             "{flag} names input '{name}', but the ONNX model's inputs are: {}",
-            known.join(", ")
+            known[..n_onnx].join(", ")
         )
     };
     for (name, _) in &request.files {
@@ -138,7 +173,7 @@ pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Resolv
             bail!(
                 "{} holds array '{extra}', which is not an input of the ONNX model (inputs: {})",
                 path.display(),
-                known.join(", ")
+                known[..n_onnx].join(", ")
             );
         }
     }
@@ -165,7 +200,7 @@ pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Resolv
                     "{} has no array '{}' (the ONNX model's inputs are: {})",
                     path.display(),
                     spec.name,
-                    known.join(", ")
+                    known[..n_onnx].join(", ")
                 );
             } else {
                 let shape = random_shape(spec, request)?;
@@ -177,6 +212,8 @@ pub fn resolve(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Resolv
             shape: tensor.shape.clone(),
             dtype: tensor.dtype().name().to_string(),
             source,
+            torch_only: None,
+            nonfinite: count_nonfinite(&tensor),
             tensor,
         });
     }

@@ -3,7 +3,7 @@
 //! single input misses, so every sample runs through both models and the gate takes the
 //! worst case per layer.
 
-use super::{resolve, InputRequest, ResolvedInput};
+use super::{resolve_except, InputRequest, ResolvedInput};
 use crate::onnx::signature::InputSpec;
 use anyhow::{anyhow, bail, Result};
 
@@ -14,6 +14,22 @@ pub struct Sample {
 }
 
 pub fn resolve_samples(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Sample>> {
+    resolve_samples_with(specs, request, &[], |_| Ok(Vec::new()))
+}
+
+/// `resolve_samples`, plus the inputs `extra` makes from each sample's own request (its seed
+/// and archive) for the names in `others`, which the ONNX model does not take.
+pub fn resolve_samples_with(
+    specs: &[InputSpec],
+    request: &InputRequest,
+    others: &[&str],
+    extra: impl Fn(&InputRequest) -> Result<Vec<ResolvedInput>>,
+) -> Result<Vec<Sample>> {
+    let resolve_one = |one: &InputRequest| -> Result<Vec<ResolvedInput>> {
+        let mut inputs = resolve_except(specs, one, others)?;
+        inputs.extend(extra(one)?);
+        Ok(inputs)
+    };
     if let Some(dir) = request.archive.as_ref().filter(|p| p.is_dir()) {
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .map_err(|e| anyhow!("cannot read input folder {}: {e}", dir.display()))?
@@ -33,7 +49,7 @@ pub fn resolve_samples(specs: &[InputSpec], request: &InputRequest) -> Result<Ve
                 };
                 Ok(Sample {
                     label: file.display().to_string(),
-                    inputs: resolve(specs, &one)?,
+                    inputs: resolve_one(&one)?,
                 })
             })
             .collect();
@@ -47,7 +63,7 @@ pub fn resolve_samples(specs: &[InputSpec], request: &InputRequest) -> Result<Ve
             };
             Ok(Sample {
                 label: format!("seed {}", one.seed),
-                inputs: resolve(specs, &one)?,
+                inputs: resolve_one(&one)?,
             })
         })
         .collect()

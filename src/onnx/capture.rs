@@ -1,158 +1,396 @@
-//! The ONNX side's instrumented run: expose every node output, run once through ONNX Runtime
-//! and describe each value for pairing.
+//! The ONNX side's instrumented run: expose every node output, run through ONNX Runtime and
+//! describe each value for pairing.
 //!
 //! The capture lists, in order: the graph inputs, every node output in execution order, then
 //! the graph outputs (as their own values pointing at the node output they repeat, so that
 //! inputs and outputs pair by position). Anything the run cannot hand back as a tensor of a
 //! supported type is listed as uncapturable with the reason, never dropped silently.
+//!
+//! An [`OnnxRunner`] serves every input sample. Without a memory budget it builds one session
+//! exposing every value and fetches them all in one run. With a budget the values are fetched
+//! in groups whose estimated size fits it, each group from a session that exposes only that
+//! group: ONNX Runtime holds every graph output of a run until the run ends, fetched or not.
+//! Those sessions are built from the graph's structure with the weights moved to a temporary
+//! external-data file (`weights.rs`), so building one does not copy the weights again. Each
+//! value is kept as the caller's [`Keep`] says the moment it is converted.
 //! `run_plain` runs the unmodified model with the same session options; tests use it to prove
 //! that instrumenting the model does not change its answer.
 
 use super::convert::{from_ort, to_ort};
-use super::expose::expose_all;
+use super::expose::{expose_all, ExposedValue};
 use super::model::OnnxModel;
 use super::runtime;
 use super::signature::{self, Dim, InputSpec};
 use crate::capture::{Capture, CapturedValue, Side, Uncapturable, ValueRole};
-use crate::tensor::{format_shape, HostTensor};
-use anyhow::{anyhow, bail, Result};
-use ort::session::{Session, SessionInputValue};
-use ort::value::DynValue;
+use crate::store::{Keep, Stored};
+use crate::tensor::{format_shape, DType, HostTensor};
+use anyhow::{anyhow, bail, Context, Result};
+use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
+use ort::value::{DynValue, ValueType};
 use prost::Message;
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 /// Runs the instrumented `model` once on `inputs` (exactly the signature's inputs, by name)
-/// and returns every value it computed.
+/// and returns every value it computed, in memory.
 pub fn capture(
     model: &OnnxModel,
     inputs: &[(String, HostTensor)],
     threads: usize,
     custom_ops: Option<&Path>,
 ) -> Result<Capture> {
-    let specs = signature::inputs(model)?;
-    let feed = match_inputs(model, &specs, inputs)?;
-    let exposed = expose_all(&model.proto)
-        .map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
-    let bytes = exposed.model.encode_to_vec();
-    let mut session = runtime::session(model, &bytes, threads, custom_ops)?;
-    let mut results = run(&mut session, model, &specs, &feed)?;
+    OnnxRunner::new(model, threads, custom_ops)?.capture(inputs, &Keep::Memory, None)
+}
 
-    let mut values: Vec<CapturedValue> = Vec::new();
-    let mut uncapturable = exposed.uncapturable;
-    // Tensor name -> id of the captured value holding it.
-    let mut ids: HashMap<String, usize> = HashMap::new();
+/// How the runner gets its sessions.
+enum Sessions {
+    /// One session exposing every value (no budget).
+    All(Session),
+    /// A session per group of values, built on demand from `model`: the instrumented graph
+    /// with its weights in `_weights` (a temporary folder) or in the user's own external
+    /// data files.
+    PerGroup {
+        model: Box<OnnxModel>,
+        n_original_outputs: usize,
+        _weights: Option<tempfile::TempDir>,
+    },
+}
 
-    for (i, (spec, tensor)) in specs.iter().zip(&feed).enumerate() {
-        ids.insert(spec.name.clone(), values.len());
-        values.push(CapturedValue {
-            id: values.len(),
-            name: spec.name.clone(),
-            op: "input".to_string(),
-            node: String::new(),
-            scope: Vec::new(),
-            source: None,
-            role: ValueRole::Input(i),
-            dtype: tensor.dtype(),
-            shape: tensor.shape.clone(),
-            inputs: Vec::new(),
-            tensor: Some((*tensor).clone()),
-        });
+/// An instrumented model, ready to capture any number of input samples.
+pub struct OnnxRunner {
+    path: PathBuf,
+    specs: Vec<InputSpec>,
+    output_names: Vec<String>,
+    exposed: Vec<ExposedValue>,
+    uncapturable: Vec<Uncapturable>,
+    sessions: Sessions,
+    threads: usize,
+    custom_ops: Option<PathBuf>,
+    /// Bytes of each fetchable value where ONNX Runtime's inferred type fixes them.
+    estimates: HashMap<String, u64>,
+    /// ONNX Runtime runs the last capture took (more than one under a memory budget).
+    pub runs_last_capture: usize,
+}
+
+impl OnnxRunner {
+    pub fn new(model: &OnnxModel, threads: usize, custom_ops: Option<&Path>) -> Result<Self> {
+        Self::from_model(model.clone(), threads, custom_ops, false)
     }
 
-    for ev in &exposed.values {
-        let module = ev.scope.last().map(|l| l.path.clone()).unwrap_or_default();
-        // Taking the ort value out of the map frees it as soon as it is converted.
-        let converted = match results.remove(&ev.name) {
-            None => Err(anyhow!(
-                "ONNX Runtime did not return it (an optional output the node did not produce)"
-            )),
-            Some(v) => from_ort(&v),
+    /// Builds the session from `model`, releasing each copy of the weights as soon as the
+    /// next one exists: the protobuf's after the instrumented copy is made, that copy's after
+    /// it is serialised, the bytes after ONNX Runtime has built its session. A large model
+    /// is then never held more than about twice at once.
+    ///
+    /// `per_group` prepares for fetching values in groups under a memory budget.
+    pub fn from_model(
+        mut model: OnnxModel,
+        threads: usize,
+        custom_ops: Option<&Path>,
+        per_group: bool,
+    ) -> Result<Self> {
+        let specs = signature::inputs(&model)?;
+        let output_names = signature::output_names(&model);
+        let mut exposed = expose_all(&model.proto)
+            .map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
+        drop_initializer_data(&mut model.proto);
+        let mut weights_dir = None;
+        if per_group && model.external_data_dir.is_none() {
+            let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
+            super::weights::externalize(&mut exposed.model, dir.path())?;
+            weights_dir = Some(dir);
+        }
+        let bytes = exposed.model.encode_to_vec();
+        let instrumented = OnnxModel {
+            path: model.path.clone(),
+            proto: exposed.model,
+            external_data_dir: weights_dir
+                .as_ref()
+                .map(|d| d.path().to_path_buf())
+                .or_else(|| model.external_data_dir.clone()),
         };
-        let tensor = match converted {
-            Ok(t) => t,
-            Err(e) => {
-                uncapturable.push(Uncapturable {
-                    name: ev.name.clone(),
-                    op: ev.op_type.clone(),
-                    module,
-                    reason: e.to_string(),
-                });
-                continue;
+        let session = runtime::session(&instrumented, &bytes, threads, custom_ops)?;
+        drop(bytes);
+        // ONNX Runtime's inferred types give the size of most values before any run.
+        let estimates = session
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.name().to_string(), estimated_bytes(o.dtype())?)))
+            .collect();
+        let sessions = if per_group {
+            drop(session);
+            Sessions::PerGroup {
+                model: Box::new(instrumented),
+                n_original_outputs: output_names.len(),
+                _weights: weights_dir,
             }
+        } else {
+            Sessions::All(session)
         };
-        let id = values.len();
-        values.push(CapturedValue {
-            id,
-            name: ev.name.clone(),
-            op: ev.op_type.clone(),
-            node: ev.node_name.clone(),
-            scope: ev.scope.clone(),
-            source: ev.source.clone(),
-            role: ValueRole::Intermediate,
-            dtype: tensor.dtype(),
-            shape: tensor.shape.clone(),
-            // Weights and constants folded into initializers are not values: skipped.
-            inputs: ev
-                .input_names
-                .iter()
-                .filter_map(|n| ids.get(n).copied())
-                .collect(),
-            tensor: Some(tensor),
-        });
-        ids.insert(ev.name.clone(), id);
+        Ok(OnnxRunner {
+            path: model.path.clone(),
+            specs,
+            output_names,
+            exposed: exposed.values,
+            uncapturable: exposed.uncapturable,
+            sessions,
+            threads,
+            custom_ops: custom_ops.map(Path::to_path_buf),
+            estimates,
+            runs_last_capture: 0,
+        })
     }
 
-    for (k, name) in signature::output_names(model).into_iter().enumerate() {
-        let (tensor, inputs) = if let Some(&src) = ids.get(&name) {
-            let t = values[src]
-                .tensor
-                .clone()
-                .expect("captured values hold data");
-            (t, vec![src])
-        } else if uncapturable.iter().any(|u| u.name == name) {
-            // Its node output is already listed with the reason (a sequence, say).
-            continue;
-        } else {
-            // An output that no node computes (a graph input passed through, an
-            // initializer): the run returned it directly.
-            match results.remove(&name).map(|v| from_ort(&v)) {
-                Some(Ok(t)) => (t, Vec::new()),
-                other => {
-                    let reason = match other {
-                        Some(Err(e)) => e.to_string(),
-                        _ => "ONNX Runtime did not return it".to_string(),
-                    };
+    /// A session that exposes only the original outputs and `group`; `None` when the
+    /// runner has one session for everything.
+    fn group_session(&self, group: &[String]) -> Result<Option<Session>> {
+        let Sessions::PerGroup {
+            model,
+            n_original_outputs,
+            ..
+        } = &self.sessions
+        else {
+            return Ok(None);
+        };
+        let mut proto = model.proto.clone();
+        if let Some(graph) = proto.graph.as_mut() {
+            let mut outputs: Vec<_> = graph.output.drain(..).collect();
+            let rest = outputs.split_off((*n_original_outputs).min(outputs.len()));
+            let wanted: HashSet<&str> = group.iter().map(String::as_str).collect();
+            outputs.extend(rest.into_iter().filter(|o| wanted.contains(o.name())));
+            graph.output = outputs;
+        }
+        let bytes = proto.encode_to_vec();
+        drop(proto);
+        runtime::session(model, &bytes, self.threads, self.custom_ops.as_deref()).map(Some)
+    }
+
+    /// Every value a capture fetches: exposed node outputs, then graph outputs that no node
+    /// computes (a graph input passed through, an initializer).
+    fn fetch_list(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.exposed.iter().map(|v| v.name.clone()).collect();
+        let known: HashSet<&str> = self.exposed.iter().map(|v| v.name.as_str()).collect();
+        let extra: Vec<String> = self
+            .output_names
+            .iter()
+            .filter(|n| !known.contains(n.as_str()))
+            .cloned()
+            .collect();
+        names.extend(extra);
+        names
+    }
+
+    /// Splits the fetch list into groups of at most `budget` estimated bytes (a value larger
+    /// than the budget goes alone). Values whose size ONNX Runtime could not infer count as
+    /// the largest known one, so that a group errs on the small side.
+    fn groups(&self, names: Vec<String>, budget: Option<u64>) -> Vec<Vec<String>> {
+        let Some(budget) = budget else {
+            return vec![names];
+        };
+        let fallback = self.estimates.values().copied().max().unwrap_or(1 << 20);
+        let mut groups: Vec<Vec<String>> = Vec::new();
+        let mut current: Vec<String> = Vec::new();
+        let mut used = 0u64;
+        for name in names {
+            let size = self.estimates.get(&name).copied().unwrap_or(fallback);
+            if !current.is_empty() && used + size > budget {
+                groups.push(std::mem::take(&mut current));
+                used = 0;
+            }
+            used += size;
+            current.push(name);
+        }
+        if !current.is_empty() {
+            groups.push(current);
+        }
+        groups
+    }
+
+    /// Largest single value ONNX Runtime's inferred types promise (0 when none is known).
+    pub fn largest_estimate(&self) -> u64 {
+        self.estimates.values().copied().max().unwrap_or(0)
+    }
+
+    /// Runs the instrumented model on `inputs` and returns every value, each kept as `keep`
+    /// says. With `group_bytes`, values are fetched in groups of about that many bytes.
+    pub fn capture(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+        keep: &Keep,
+        group_bytes: Option<u64>,
+    ) -> Result<Capture> {
+        let feed = match_inputs(&self.path, &self.specs, inputs)?;
+        let groups = self.groups(self.fetch_list(), group_bytes);
+        self.runs_last_capture = groups.len();
+        let mut fetched: HashMap<String, Result<(DType, Vec<usize>, Stored)>> = HashMap::new();
+        for group in &groups {
+            // One session per group under a budget, dropped (with what it allocated) before
+            // the next one is built.
+            let mut own = self.group_session(group)?;
+            let selector = (groups.len() > 1 && own.is_none()).then(|| {
+                group
+                    .iter()
+                    .fold(OutputSelector::no_default(), |s, n| s.with(n.clone()))
+            });
+            let session = match (&mut own, &mut self.sessions) {
+                (Some(s), _) => s,
+                (None, Sessions::All(s)) => s,
+                (None, Sessions::PerGroup { .. }) => {
+                    bail!("internal error: no session for a group")
+                }
+            };
+            let mut results = run(session, &self.path, &self.specs, &feed, selector)?;
+            for name in group {
+                // Taking the ort value out of the map frees it as soon as it is converted.
+                let taken = match results.remove(name) {
+                    None => Err(anyhow!(
+                        "ONNX Runtime did not return it (an optional output the node did not produce)"
+                    )),
+                    Some(v) => from_ort(&v).and_then(|t| {
+                        let (dtype, shape) = (t.dtype(), t.shape.clone());
+                        Ok((dtype, shape, keep.keep(t)?))
+                    }),
+                };
+                fetched.insert(name.clone(), taken);
+            }
+        }
+
+        let mut values: Vec<CapturedValue> = Vec::new();
+        let mut uncapturable = self.uncapturable.clone();
+        // Tensor name -> id of the captured value holding it.
+        let mut ids: HashMap<String, usize> = HashMap::new();
+
+        for (i, (spec, tensor)) in self.specs.iter().zip(&feed).enumerate() {
+            ids.insert(spec.name.clone(), values.len());
+            values.push(CapturedValue {
+                id: values.len(),
+                name: spec.name.clone(),
+                op: "input".to_string(),
+                node: String::new(),
+                scope: Vec::new(),
+                source: None,
+                role: ValueRole::Input(i),
+                dtype: tensor.dtype(),
+                shape: tensor.shape.clone(),
+                inputs: Vec::new(),
+                tensor: Some(keep.keep((*tensor).clone())?),
+            });
+        }
+
+        for ev in &self.exposed {
+            let module = ev.scope.last().map(|l| l.path.clone()).unwrap_or_default();
+            let (dtype, shape, stored) = match fetched.remove(&ev.name) {
+                Some(Ok(t)) => t,
+                Some(Err(e)) => {
                     uncapturable.push(Uncapturable {
-                        name: name.clone(),
-                        op: "output".to_string(),
-                        module: String::new(),
-                        reason: format!("graph output {k}: {reason}"),
+                        name: ev.name.clone(),
+                        op: ev.op_type.clone(),
+                        module,
+                        reason: e.to_string(),
                     });
                     continue;
                 }
-            }
-        };
-        values.push(CapturedValue {
-            id: values.len(),
-            name,
-            op: "output".to_string(),
-            node: String::new(),
-            scope: Vec::new(),
-            source: None,
-            role: ValueRole::Output(k),
-            dtype: tensor.dtype(),
-            shape: tensor.shape.clone(),
-            inputs,
-            tensor: Some(tensor),
-        });
-    }
+                None => bail!("internal error: {} was not fetched", ev.name),
+            };
+            let id = values.len();
+            values.push(CapturedValue {
+                id,
+                name: ev.name.clone(),
+                op: ev.op_type.clone(),
+                node: ev.node_name.clone(),
+                scope: ev.scope.clone(),
+                source: ev.source.clone(),
+                role: ValueRole::Intermediate,
+                dtype,
+                shape,
+                // Weights and constants folded into initializers are not values: skipped.
+                inputs: ev
+                    .input_names
+                    .iter()
+                    .filter_map(|n| ids.get(n).copied())
+                    .collect(),
+                tensor: Some(stored),
+            });
+            ids.insert(ev.name.clone(), id);
+        }
 
-    Ok(Capture {
-        side: Side::Onnx,
-        values,
-        uncapturable,
-    })
+        for (k, name) in self.output_names.iter().enumerate() {
+            let (dtype, shape, stored, inputs) = if let Some(&src) = ids.get(name) {
+                let v = &values[src];
+                let stored = v.tensor.clone().expect("captured values hold data");
+                (v.dtype, v.shape.clone(), stored, vec![src])
+            } else if uncapturable.iter().any(|u| &u.name == name) {
+                // Its node output is already listed with the reason (a sequence, say).
+                continue;
+            } else {
+                match fetched.remove(name) {
+                    Some(Ok((dtype, shape, stored))) => (dtype, shape, stored, Vec::new()),
+                    other => {
+                        let reason = match other {
+                            Some(Err(e)) => e.to_string(),
+                            _ => "ONNX Runtime did not return it".to_string(),
+                        };
+                        uncapturable.push(Uncapturable {
+                            name: name.clone(),
+                            op: "output".to_string(),
+                            module: String::new(),
+                            reason: format!("graph output {k}: {reason}"),
+                        });
+                        continue;
+                    }
+                }
+            };
+            values.push(CapturedValue {
+                id: values.len(),
+                name: name.clone(),
+                op: "output".to_string(),
+                node: String::new(),
+                scope: Vec::new(),
+                source: None,
+                role: ValueRole::Output(k),
+                dtype,
+                shape,
+                inputs,
+                tensor: Some(stored),
+            });
+        }
+
+        Ok(Capture {
+            side: Side::Onnx,
+            values,
+            uncapturable,
+        })
+    }
+}
+
+/// Frees the weight data of a model kept only for its structure (names, types, error
+/// messages) once the session holds its own copy.
+fn drop_initializer_data(model: &mut super::proto::ModelProto) {
+    let Some(graph) = model.graph.as_mut() else {
+        return;
+    };
+    for init in &mut graph.initializer {
+        init.raw_data = None;
+        init.float_data = Vec::new();
+        init.int32_data = Vec::new();
+        init.int64_data = Vec::new();
+        init.double_data = Vec::new();
+        init.uint64_data = Vec::new();
+        init.string_data = Vec::new();
+    }
+}
+
+/// Bytes of a tensor type whose every dimension ONNX Runtime inferred.
+fn estimated_bytes(t: &ValueType) -> Option<u64> {
+    let ValueType::Tensor { ty, shape, .. } = t else {
+        return None;
+    };
+    if shape.iter().any(|&d| d < 0) {
+        return None;
+    }
+    let numel: i64 = shape.iter().product();
+    let elem = ty.byte_size(1).unwrap_or(8) as u64;
+    Some(numel.max(0) as u64 * elem)
 }
 
 /// Runs the unmodified `model` (same session options as [`capture`]) and returns its graph
@@ -164,10 +402,10 @@ pub fn run_plain(
     custom_ops: Option<&Path>,
 ) -> Result<Vec<(String, HostTensor)>> {
     let specs = signature::inputs(model)?;
-    let feed = match_inputs(model, &specs, inputs)?;
+    let feed = match_inputs(&model.path, &specs, inputs)?;
     let bytes = model.proto.encode_to_vec();
     let mut session = runtime::session(model, &bytes, threads, custom_ops)?;
-    let mut results = run(&mut session, model, &specs, &feed)?;
+    let mut results = run(&mut session, &model.path, &specs, &feed, None)?;
     signature::output_names(model)
         .into_iter()
         .map(|name| {
@@ -187,11 +425,11 @@ pub fn run_plain(
 /// The given inputs in signature order, after checking names, element types and fixed
 /// dimensions so that mistakes are reported by input name rather than by ONNX Runtime.
 fn match_inputs<'a>(
-    model: &OnnxModel,
+    path: &Path,
     specs: &[InputSpec],
     given: &'a [(String, HostTensor)],
 ) -> Result<Vec<&'a HostTensor>> {
-    let shown = model.path.display();
+    let shown = path.display();
     let expected = || {
         specs
             .iter()
@@ -265,14 +503,16 @@ impl RunOutputs {
     }
 }
 
-/// One run of `session` on `feed` (in signature order).
+/// One run of `session` on `feed` (in signature order), returning every output or only
+/// those `selector` names.
 fn run(
     session: &mut Session,
-    model: &OnnxModel,
+    path: &Path,
     specs: &[InputSpec],
     feed: &[&HostTensor],
+    selector: Option<OutputSelector>,
 ) -> Result<RunOutputs> {
-    let shown = model.path.display();
+    let shown = path.display();
     let mut inputs: Vec<DynValue> = Vec::with_capacity(feed.len());
     for (spec, t) in specs.iter().zip(feed) {
         inputs.push(to_ort(t).map_err(|e| anyhow!("input `{}` of {shown}: {e}", spec.name))?);
@@ -284,8 +524,20 @@ fn run(
         .collect();
     // ort panics (rather than erroring) if ONNX Runtime ever hands back a null output; a
     // panic is never an answer, so it becomes an error like any other run failure.
+    let options = match selector {
+        None => None,
+        Some(s) => Some(
+            RunOptions::new()
+                .map_err(|e| anyhow!("ONNX Runtime run options for {shown}: {e}"))?
+                .with_outputs(s),
+        ),
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        session.run(named).map(|outputs| {
+        let outputs = match &options {
+            None => session.run(named),
+            Some(o) => session.run_with_options(named, o),
+        };
+        outputs.map(|outputs| {
             outputs
                 .into_iter()
                 .map(|(name, v)| (name.to_string(), v))

@@ -76,6 +76,14 @@ pub fn load(path: &Path) -> Result<OnnxModel> {
             bail!("ONNX model {shown}: {what}");
         }
     };
+    from_bytes(path, &bytes)
+}
+
+/// Decodes the contents of an `.onnx` file already in memory; `path` only names the file in
+/// errors and anchors external data. `load` is this plus the read, and the fuzz targets call
+/// it directly so they need no file per input.
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<OnnxModel> {
+    let shown = path.display();
     if bytes.is_empty() {
         bail!("ONNX model {shown}: file is empty");
     }
@@ -84,11 +92,11 @@ pub fn load(path: &Path) -> Result<OnnxModel> {
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         bail!("ONNX model {shown}: looks like a TorchScript archive (zip), not an ONNX model");
     }
-    let proto = match proto::ModelProto::decode(bytes.as_slice()) {
+    let proto = match proto::ModelProto::decode(bytes) {
         Ok(p) => p,
         Err(e) => bail!(
             "ONNX model {shown}: not a valid ONNX protobuf (truncated or corrupt file: {})",
-            one_line(&e.to_string())
+            shorten_field_path(&one_line(&e.to_string()))
         ),
     };
     // Arbitrary bytes sometimes decode as a protobuf full of unknown fields; a model without
@@ -129,6 +137,17 @@ fn graph_uses_external_data(g: &proto::GraphProto) -> bool {
                 || a.g.as_ref().is_some_and(graph_uses_external_data)
                 || a.graphs.iter().any(graph_uses_external_data)
         })
+}
+
+/// prost names every enclosing field of a decode error, innermost first; for deeply nested
+/// subgraphs that is a hundred fields. Keeps the innermost few and the reason.
+fn shorten_field_path(message: &str) -> String {
+    let parts: Vec<&str> = message.split(": ").collect();
+    if parts.len() <= 8 {
+        return message.to_string();
+    }
+    let (head, tail) = (&parts[..4], &parts[parts.len() - 2..]);
+    format!("{}: ...: {}", head.join(": "), tail.join(": "))
 }
 
 /// Collapses the whitespace (newlines included) of a foreign message so errors stay on one

@@ -121,6 +121,12 @@ pub fn session(
         .with_intra_threads(threads)
         .map_err(opt)?
         .with_inter_threads(1)
+        .map_err(opt)?
+        // No arena: freed outputs go back to the allocator (and large ones to the OS) instead
+        // of staying reserved by the session, which matters when every value is an output.
+        .with_execution_providers([ort::ep::CPU::default()
+            .with_arena_allocator(false)
+            .build()])
         .map_err(opt)?;
     if let Some(dir) = &model.external_data_dir {
         builder = builder
@@ -129,10 +135,17 @@ pub fn session(
     }
     if let Some(lib) = custom_ops_lib {
         builder = builder.with_operator_library(lib).map_err(|e| {
+            let msg = one_line(&e.to_string());
+            // A library that loads but lacks the entry point is usually the wrong one of a
+            // pair (the TorchScript op library, say).
+            let hint = if msg.contains("RegisterCustomOps") {
+                " (an ONNX Runtime custom-op library exports RegisterCustomOps)"
+            } else {
+                ""
+            };
             anyhow!(
-                "cannot load the custom-op library {}: {}",
-                lib.display(),
-                one_line(&e.to_string())
+                "--ort-custom-ops {}: cannot load the library: {msg}{hint}",
+                lib.display()
             )
         })?;
     }
@@ -158,12 +171,31 @@ pub fn explain_session_error(
     ]
     .iter()
     .any(|p| msg.contains(p));
+    if let Some(supported) = msg
+        .split("Current official support for domain ai.onnx is till opset ")
+        .nth(1)
+    {
+        // Said after a C++ signature and a paragraph about released opsets: the two numbers
+        // are what the user needs.
+        return format!(
+            "ONNX Runtime cannot load {shown}: it imports ai.onnx opset {}, but this ONNX Runtime supports ai.onnx up to opset {}",
+            model.opset(),
+            supported.trim_end_matches('.').trim()
+        );
+    }
     if !unknown_op {
         return format!("ONNX Runtime cannot load {shown}: {msg}");
     }
     let op = op_from_message(&msg)
         .or_else(|| custom_ops(model).into_iter().next())
         .unwrap_or_else(|| "an op".to_string());
+    // A standard op without a kernel is a precision the CPU provider lacks (bfloat16 Gemm),
+    // not a custom op: say which element type.
+    if msg.contains("Could not find an implementation for") {
+        if let Some(dtype) = kernel_dtype(model, &msg) {
+            return format!("ONNX Runtime's CPU provider has no {dtype} kernel for op `{op}` used by {shown}: export the model in a precision it supports (float32 or float16 for most ops) (ONNX Runtime said: {msg})");
+        }
+    }
     let hint = match custom_ops_lib {
         None => "if it is a custom op, pass --ort-custom-ops LIB with the library that implements it".to_string(),
         Some(lib) => format!(
@@ -172,6 +204,41 @@ pub fn explain_session_error(
         ),
     };
     format!("ONNX Runtime has no implementation of op `{op}` used by {shown}: {hint} (ONNX Runtime said: {msg})")
+}
+
+/// The element type of the node ONNX Runtime names in "... node with name 'X'" (its first
+/// input whose type the graph states), when that node is a standard (default-domain) op.
+fn kernel_dtype(model: &OnnxModel, msg: &str) -> Option<String> {
+    let name = msg.split("node with name '").nth(1)?.split('\'').next()?;
+    let graph = model.graph();
+    let node = graph.node.iter().find(|n| n.name() == name)?;
+    if !matches!(node.domain(), "" | "ai.onnx") {
+        return None;
+    }
+    let type_of = |input: &String| {
+        graph
+            .input
+            .iter()
+            .chain(&graph.value_info)
+            .chain(&graph.output)
+            .filter(|v| v.name() == input)
+            .find_map(|v| match v.r#type.as_ref()?.value.as_ref()? {
+                super::proto::type_proto::Value::TensorType(t) => t.elem_type,
+                _ => None,
+            })
+            .or_else(|| {
+                graph
+                    .initializer
+                    .iter()
+                    .find(|t| t.name() == input)
+                    .and_then(|t| t.data_type)
+            })
+    };
+    let elem = node.input.iter().find_map(type_of)?;
+    Some(match super::signature::dtype_from_onnx(elem) {
+        Some(d) => d.name().to_string(),
+        None => super::signature::onnx_type_name(elem),
+    })
 }
 
 /// ONNX Runtime's message on one line, without the C++ source location and function
@@ -376,5 +443,52 @@ mod tests {
     #[test]
     fn custom_ops_are_listed() {
         assert_eq!(custom_ops(&model_with_custom_op()), ["custom.ops::MyAdd"]);
+    }
+
+    #[test]
+    fn missing_standard_kernel_names_the_element_type() {
+        let node = proto::NodeProto {
+            name: Some("/fc/Gemm".into()),
+            op_type: Some("Gemm".into()),
+            input: vec!["x".into(), "w".into()],
+            ..Default::default()
+        };
+        let weight = proto::TensorProto {
+            name: Some("w".into()),
+            data_type: Some(proto::tensor_proto::DataType::Bfloat16 as i32),
+            ..Default::default()
+        };
+        let graph = |input: Vec<proto::ValueInfoProto>| proto::GraphProto {
+            node: vec![node.clone()],
+            initializer: vec![weight.clone()],
+            input,
+            ..Default::default()
+        };
+        let x = proto::ValueInfoProto {
+            name: Some("x".into()),
+            r#type: Some(proto::TypeProto {
+                value: Some(proto::type_proto::Value::TensorType(
+                    proto::type_proto::Tensor {
+                        elem_type: Some(proto::tensor_proto::DataType::Bfloat16 as i32),
+                        shape: None,
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ort = "Could not find an implementation for Gemm(13) node with name '/fc/Gemm'";
+        for g in [graph(vec![x]), graph(vec![])] {
+            let m = OnnxModel::from_proto(
+                "m.onnx",
+                proto::ModelProto {
+                    graph: Some(g),
+                    ..Default::default()
+                },
+            );
+            let e = explain_session_error(&m, ort, None);
+            assert!(e.contains("bfloat16") && e.contains("`Gemm`"), "{e}");
+            assert!(!e.contains("--ort-custom-ops"), "{e}");
+        }
     }
 }

@@ -425,11 +425,11 @@ impl<'a> Pairer<'a> {
                 if !same_shape(&tv[v], &ov[o]) {
                     continue;
                 }
-                let (Some(x), Some(tu), Some(tvv)) = (&ov[o].tensor, &tv[u].tensor, &tv[v].tensor)
-                else {
+                // Spilled data is read back for the three values involved, then dropped.
+                let (Ok(x), Ok(tu), Ok(tvv)) = (ov[o].data(), tv[u].data(), tv[v].data()) else {
                     continue;
                 };
-                if relative_distance(x, tvv) < relative_distance(x, tu) {
+                if relative_distance(&x, &tvv) < relative_distance(&x, &tu) {
                     self.torch_to_onnx.remove(&u);
                     self.torch_to_onnx.insert(v, (o, PairedBy::Fusion));
                     let mut fused = self.fused_into.remove(&u).unwrap_or_default();

@@ -52,6 +52,10 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         | "interpolate"
         | "pixel_shuffle" => &["resize"],
         "cat" | "concat" | "stack" => &["concat"],
+        "eq" | "ne" | "gt" | "lt" | "ge" | "le" | "logical_not" | "logical_and" | "logical_or" => {
+            &["compare"]
+        }
+        "argmax" | "argmin" => &["argreduce"],
         "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose"
         | "t" | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index"
         | "index_select" | "narrow" | "chunk" | "split" | "unbind" | "gather" | "roll" | "flip"
@@ -85,6 +89,10 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         }
         "Resize" | "Upsample" | "DepthToSpace" => &["resize"],
         "Concat" => &["concat"],
+        "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual" | "Not" | "And" | "Or" => {
+            &["compare"]
+        }
+        "ArgMax" | "ArgMin" => &["argreduce"],
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Expand" | "Tile"
         | "Gather" | "GatherElements" | "Slice" | "Split" | "Pad" => &["layout"],
         _ => &[],
@@ -99,11 +107,16 @@ pub fn compatible(torch_op: &str, onnx_op: &str) -> bool {
     if t.iter().any(|f| o.contains(f)) {
         return true;
     }
-    // Ops outside the table still pair when their names agree (aten::sigmoid / Sigmoid).
-    let bare = torch_op.strip_prefix("aten::").unwrap_or(torch_op);
+    // Ops outside the table still pair when their names agree (aten::sigmoid / Sigmoid), and
+    // so do custom ops whatever their namespace and domain (my_ops::my_add / my_ops::my_add).
+    let bare = torch_op.rsplit("::").next().unwrap_or(torch_op);
     let bare = bare.strip_suffix('_').unwrap_or(bare).replace('_', "");
-    let onnx_bare = onnx_op.rsplit("::").next().unwrap_or(onnx_op);
-    bare.eq_ignore_ascii_case(onnx_bare)
+    let onnx_bare = onnx_op
+        .rsplit("::")
+        .next()
+        .unwrap_or(onnx_op)
+        .replace('_', "");
+    bare.eq_ignore_ascii_case(&onnx_bare)
 }
 
 /// Ops whose output equals their input in eval mode; ONNX drops them.
@@ -157,6 +170,13 @@ pub fn is_bookkeeping(v: &CapturedValue) -> bool {
     if TORCH_SHAPE_OPS.contains(&v.op.as_str()) || ONNX_SHAPE_OPS.contains(&v.op.as_str()) {
         return true;
     }
+    // An argmax is data however small: a runtime that picks another index is wrong.
+    if matches!(
+        v.op.as_str(),
+        "aten::argmax" | "aten::argmin" | "ArgMax" | "ArgMin"
+    ) {
+        return false;
+    }
     let is_int = matches!(v.dtype, DType::I64 | DType::I32) && v.shape.len() <= 1;
     let small = v.shape.iter().product::<usize>() <= 8;
     is_int && small
@@ -175,6 +195,9 @@ mod tests {
         assert!(compatible("aten::upsample_bicubic2d", "Resize"));
         assert!(compatible("aten::sigmoid", "Sigmoid"));
         assert!(compatible("aten::hardswish", "HardSwish"));
+        assert!(compatible("my_ops::my_add", "my_ops::my_add"));
+        assert!(compatible("aten::gt", "Greater"));
+        assert!(compatible("aten::argmax", "ArgMax"));
     }
 
     #[test]

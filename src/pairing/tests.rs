@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, ValueRole};
+use crate::store::Stored;
 use crate::tensor::{DType, HostTensor};
 
 /// Builds a capture value by value: `add(op, scope, inputs, data)`.
@@ -54,7 +55,10 @@ impl Builder {
             dtype: DType::F32,
             shape: vec![data.len()],
             inputs: inputs.to_vec(),
-            tensor: Some(HostTensor::f32(vec![data.len()], data.to_vec())),
+            tensor: Some(Stored::Memory(HostTensor::f32(
+                vec![data.len()],
+                data.to_vec(),
+            ))),
         });
         id
     }
@@ -68,7 +72,7 @@ impl Builder {
     }
 
     fn output(&mut self, n: usize, from: usize) -> usize {
-        let data = match &self.values[from].tensor {
+        let data = match self.values[from].in_memory() {
             Some(t) => t
                 .data
                 .to_f64_vec()

@@ -248,6 +248,18 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             }
         );
     }
+    for input in &outcome.inputs {
+        if input.nonfinite > 0 {
+            let _ = writeln!(
+                out,
+                "input '{}' itself holds {} NaN/Inf element(s)",
+                input.name, input.nonfinite
+            );
+        }
+        if let Some(note) = &input.torch_only {
+            let _ = writeln!(out, "input '{}': {note}", input.name);
+        }
+    }
     for (side, first) in [
         ("TorchScript", &outcome.first_nonfinite.torch),
         ("ONNX Runtime", &outcome.first_nonfinite.onnx),
@@ -324,8 +336,29 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         let t = &outcome.timing;
         let _ = writeln!(
             out,
-            "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s, pairing {:.3}s, statistics {:.3}s, total {:.3}s",
-            t.load_s, t.torch_run_s, t.onnx_run_s, t.pairing_s, t.statistics_s, t.total_s
+            "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, reports {:.3}s, total {:.3}s",
+            t.load_s,
+            t.torch_run_s,
+            t.onnx_run_s,
+            t.onnx_runs,
+            t.pairing_s,
+            t.statistics_s,
+            t.reports_s,
+            t.total_s
+        );
+        let m = &outcome.memory;
+        let mb = |b: u64| crate::memory::show_bytes(b);
+        let _ = writeln!(
+            out,
+            "memory: peak RSS {}{}{}",
+            m.peak_rss_bytes.map_or("unknown".to_string(), mb),
+            m.budget_bytes
+                .map_or(String::new(), |b| format!(" (budget {})", mb(b))),
+            if m.spilled_bytes > 0 {
+                format!(", {} spilled to a temporary file", mb(m.spilled_bytes))
+            } else {
+                String::new()
+            }
         );
         for u in c.unpaired.iter().filter(|u| !u.accounted) {
             let _ = writeln!(

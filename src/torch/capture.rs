@@ -9,7 +9,8 @@ use super::ffi::ModulePlan;
 use super::meta::{parse_hierarchy, GraphMeta, InputMeta};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
 use crate::sniff::{sniff, FileKind};
-use crate::tensor::HostTensor;
+use crate::store::{Keep, Stored};
+use crate::tensor::{DType, HostTensor};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -113,27 +114,39 @@ impl TorchModel {
         run.outputs.iter().map(to_host).collect()
     }
 
-    /// Runs the instrumented graph and returns every captured value.
-    pub fn capture(&self, inputs: &[HostTensor]) -> Result<Capture> {
+    /// Runs the instrumented graph and returns every captured value, each kept as `keep`
+    /// says the moment it is computed.
+    pub fn capture(&self, inputs: &[HostTensor], keep: &Keep) -> Result<Capture> {
         let tensors = self.to_torch_inputs(inputs)?;
-        let run = self.plan.capture(&tensors).map_err(|e| {
+        let n_values = self.meta.values.len();
+        let mut kept: Vec<Option<(DType, Vec<usize>, Stored)>> = vec![None; n_values];
+        let mut receive = |id: usize, tensor: tch::Tensor| -> Result<()> {
+            let meta =
+                self.meta.values.get(id).ok_or_else(|| {
+                    anyhow!("the TorchScript shim observed an unknown value {id}")
+                })?;
+            let host = to_host(&tensor).with_context(|| format!("value {}", meta.name))?;
+            drop(tensor);
+            kept[id] = Some((host.dtype(), host.shape.clone(), keep.keep(host)?));
+            Ok(())
+        };
+        let run = self.plan.capture(&tensors, &mut receive).map_err(|e| {
             anyhow!(
                 "running {}: {}",
                 self.path.display(),
                 first_line(&e.to_string())
             )
         })?;
-        if run.captured.len() != self.meta.values.len() {
-            bail!(
-                "the TorchScript shim returned {} values for {} described ones",
-                run.captured.len(),
-                self.meta.values.len()
-            );
-        }
-        let mut values = Vec::with_capacity(run.captured.len() + run.outputs.len());
+        let mut values = Vec::with_capacity(n_values + run.outputs.len());
         let mut n_inputs = 0;
-        for (id, (meta, tensor)) in self.meta.values.iter().zip(&run.captured).enumerate() {
-            let host = to_host(tensor).with_context(|| format!("value {}", meta.name))?;
+        for (id, (meta, slot)) in self.meta.values.iter().zip(kept).enumerate() {
+            let Some((dtype, shape, stored)) = slot else {
+                bail!(
+                    "the TorchScript run did not produce value {} ({})",
+                    meta.name,
+                    meta.op
+                );
+            };
             let role = if meta.op == "input" {
                 n_inputs += 1;
                 ValueRole::Input(n_inputs - 1)
@@ -148,10 +161,10 @@ impl TorchModel {
                 scope: parse_hierarchy(&meta.hierarchy),
                 source: (!meta.source.is_empty()).then(|| meta.source.clone()),
                 role,
-                dtype: host.dtype(),
-                shape: host.shape.clone(),
+                dtype,
+                shape,
                 inputs: meta.inputs.clone(),
-                tensor: Some(host),
+                tensor: Some(stored),
             });
         }
         // The outputs point at their producers only when the shim could see every leaf.
@@ -174,7 +187,7 @@ impl TorchModel {
                 dtype: host.dtype(),
                 shape: host.shape.clone(),
                 inputs: producer.into_iter().collect(),
-                tensor: Some(host),
+                tensor: Some(keep.keep(host)?),
             });
         }
         let uncapturable = self
@@ -199,8 +212,9 @@ impl TorchModel {
     }
 }
 
-/// libtorch reports a damaged or foreign zip in the words of its archive reader; say what it
-/// means first and keep its detail after.
+/// libtorch reports a damaged or foreign zip in the words of its archive reader, and a custom
+/// op whose library was not loaded as an unknown builtin; say what it means first (and what
+/// to pass) and keep its detail after.
 fn explain_load_error(message: &str) -> String {
     let detail = match message.find("] ") {
         Some(i) if message.starts_with("[enforce fail") => {
@@ -210,9 +224,23 @@ fn explain_load_error(message: &str) -> String {
     };
     if message.contains("PytorchStreamReader") || message.contains("inline_container") {
         format!("not a readable TorchScript archive (damaged, or not written by torch.jit.save): {detail}")
+    } else if let Some(op) = unknown_builtin_op(message) {
+        format!(
+            "it calls the operator `{op}`, which is not registered: if it is a custom op, pass \
+             --torch-ops LIB with the library that registers it (TORCH_LIBRARY) \
+             (libtorch said: {detail})"
+        )
     } else {
         detail.to_string()
     }
+}
+
+/// The op of libtorch's "Unknown builtin op: my_ops::my_add." (a model calling an op that no
+/// loaded library registered).
+fn unknown_builtin_op(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("Unknown builtin op: ")?;
+    let op = rest.split_whitespace().next()?.trim_end_matches('.');
+    (!op.is_empty()).then_some(op)
 }
 
 /// libtorch messages can run to many lines (source excerpts, traces); a report needs one.

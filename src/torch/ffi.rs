@@ -18,6 +18,8 @@ extern "C" {
         plan: *mut c_void,
         inputs: *mut *mut c_void,
         n_inputs: usize,
+        sink: SinkFn,
+        ctx: *mut c_void,
         n_outputs: *mut usize,
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
@@ -29,6 +31,33 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
     fn ac_free_array(arr: *mut *mut c_void);
+}
+
+/// Called by the shim's observe nodes with a heap at::Tensor the callee takes over.
+type SinkFn = extern "C" fn(ctx: *mut c_void, id: usize, tensor: *mut c_void);
+
+/// What a capture run hands each observed value to, and the first error it returned.
+struct SinkState<'a> {
+    receive: &'a mut dyn FnMut(usize, tch::Tensor) -> Result<()>,
+    error: Option<anyhow::Error>,
+}
+
+extern "C" fn sink_trampoline(ctx: *mut c_void, id: usize, tensor: *mut c_void) {
+    // SAFETY: the shim passes back the `SinkState` pointer given to ac_capture, which
+    // outlives the run, and a heap at::Tensor whose ownership passes to tch here.
+    let state = unsafe { &mut *(ctx as *mut SinkState<'_>) };
+    let tensor = unsafe { tch::Tensor::from_ptr(tensor as *mut torch_sys::C_tensor) };
+    if state.error.is_some() {
+        return;
+    }
+    // A panic must not unwind into C++: it becomes the run's error.
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.receive)(id, tensor)));
+    state.error = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(_) => Some(anyhow!("internal error while taking captured value {id}")),
+    };
 }
 
 /// Takes ownership of a C++ error string.
@@ -52,11 +81,9 @@ pub struct ModulePlan {
 // The plan is only used from one thread at a time; libtorch modules are safe to move.
 unsafe impl Send for ModulePlan {}
 
-/// What one run returned: the flattened graph outputs, then (for a capture) one tensor per
-/// captured value in the order of the metadata's `values`.
+/// What one run returned: the flattened graph outputs.
 pub struct RunTensors {
     pub outputs: Vec<tch::Tensor>,
-    pub captured: Vec<tch::Tensor>,
 }
 
 impl ModulePlan {
@@ -80,18 +107,40 @@ impl ModulePlan {
             .into_owned()
     }
 
-    pub fn capture(&self, inputs: &[tch::Tensor]) -> Result<RunTensors> {
-        self.call(inputs, ac_capture)
+    /// Runs the instrumented graph; `receive(id, tensor)` gets every captured value (ids
+    /// index the metadata's `values`) as soon as it is computed. Its first error ends the
+    /// capture with that error.
+    pub fn capture(
+        &self,
+        inputs: &[tch::Tensor],
+        receive: &mut dyn FnMut(usize, tch::Tensor) -> Result<()>,
+    ) -> Result<RunTensors> {
+        let mut state = SinkState {
+            receive,
+            error: None,
+        };
+        let ctx = &mut state as *mut SinkState<'_> as *mut c_void;
+        let outputs = self.call(inputs, |plan, ptrs, n, n_outputs, err| {
+            // SAFETY: `ctx` points at `state`, alive until this call returns.
+            unsafe { ac_capture(plan, ptrs, n, sink_trampoline, ctx, n_outputs, err) }
+        });
+        match state.error {
+            Some(e) => Err(e),
+            None => outputs,
+        }
     }
 
     pub fn forward(&self, inputs: &[tch::Tensor]) -> Result<RunTensors> {
-        self.call(inputs, ac_forward)
+        // SAFETY: arguments are forwarded unchanged from `call`.
+        self.call(inputs, |plan, ptrs, n, n_outputs, err| unsafe {
+            ac_forward(plan, ptrs, n, n_outputs, err)
+        })
     }
 
     fn call(
         &self,
         inputs: &[tch::Tensor],
-        entry: unsafe extern "C" fn(
+        entry: impl FnOnce(
             *mut c_void,
             *mut *mut c_void,
             usize,
@@ -102,16 +151,14 @@ impl ModulePlan {
         let mut ptrs: Vec<*mut c_void> = inputs.iter().map(|t| t.as_ptr() as *mut c_void).collect();
         let mut n_outputs = 0usize;
         let mut err: *mut c_char = std::ptr::null_mut();
-        // SAFETY: the input pointers are live at::Tensor objects owned by `inputs`.
-        let arr = unsafe {
-            entry(
-                self.ptr,
-                ptrs.as_mut_ptr(),
-                ptrs.len(),
-                &mut n_outputs,
-                &mut err,
-            )
-        };
+        // The input pointers are live at::Tensor objects owned by `inputs`.
+        let arr = entry(
+            self.ptr,
+            ptrs.as_mut_ptr(),
+            ptrs.len(),
+            &mut n_outputs,
+            &mut err,
+        );
         if arr.is_null() {
             return Err(anyhow!(take_error(err)));
         }
@@ -128,11 +175,8 @@ impl ModulePlan {
             i += 1;
         }
         unsafe { ac_free_array(arr) };
-        let captured = all.split_off(n_outputs.min(all.len()));
-        Ok(RunTensors {
-            outputs: all,
-            captured,
-        })
+        debug_assert_eq!(all.len(), n_outputs);
+        Ok(RunTensors { outputs: all })
     }
 }
 

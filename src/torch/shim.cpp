@@ -1,9 +1,11 @@
 // align-check's TorchScript shim: the one place that touches libtorch's JIT graph API.
 //
 // tch exposes TorchScript modules but not their graphs, so this file loads a module, inlines
-// its `forward`, and builds a second graph function that returns the original outputs plus
-// every top-level tensor value, copying a value with aten::clone where something later writes
-// to its memory (an in-place relu_ would otherwise rewrite the conv output we report).
+// its `forward`, and builds a second graph function that computes the same outputs with an
+// `align_check::observe` node after every top-level tensor value. Each observe node hands its
+// tensor to a sink the Rust side passes in for the run, which copies it out at once: nothing
+// is kept alive by the graph, so memory stays at the plain forward's working set plus what the
+// sink decides to keep, and a later in-place op (relu_) cannot rewrite a value already taken.
 // Static facts about each captured value (op, module hierarchy, source line, producers) are
 // handed to Rust as one JSON string; tensors cross as heap-allocated at::Tensor pointers,
 // the representation tch uses, so Rust wraps them with tch::Tensor::from_ptr.
@@ -13,10 +15,10 @@
 
 #include <torch/script.h>
 #include <torch/csrc/jit/api/function_impl.h>
-#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/library.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +30,27 @@
 
 using torch::jit::Node;
 using torch::jit::Value;
+
+// The sink of the run in progress on this thread. The interpreter runs every node of the
+// graph on the calling thread, so a thread-local is enough to route observe nodes to it.
+using Sink = void (*)(void* ctx, size_t id, void* tensor);
+namespace {
+thread_local Sink current_sink = nullptr;
+thread_local void* current_ctx = nullptr;
+
+void observe(const at::Tensor& value, int64_t id) {
+  if (current_sink != nullptr) {
+    current_sink(current_ctx, static_cast<size_t>(id), new at::Tensor(value));
+  }
+}
+}  // namespace
+
+// CONSERVATIVE alias analysis marks the op as having side effects, so dead-code elimination
+// in the executor's required passes keeps nodes whose result nobody uses.
+TORCH_LIBRARY(align_check, m) {
+  m.def(torch::schema("observe(Tensor value, int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE),
+        &observe);
+}
 
 namespace {
 
@@ -224,10 +247,7 @@ Plan* build_plan(const std::string& path) {
   plan->n_user_inputs = graph_inputs.size() - 1;
   meta << "],\"values\":[";
 
-  torch::jit::AliasDb alias_db(graph);
   std::vector<Node*> top_nodes(graph->nodes().begin(), graph->nodes().end());
-  std::vector<std::pair<Value*, bool>> to_return;  // value, needs clone
-  for (Value* v : captured) to_return.emplace_back(v, alias_db.hasWriters(v));
 
   bool first_value = true;
   // Inputs first, in the same order as the JSON "inputs" list.
@@ -253,7 +273,6 @@ Plan* build_plan(const std::string& path) {
       for (const Value* in : node->inputs()) collect_producers(in, ids, producers, 0);
       ids[out] = captured.size();
       captured.push_back(out);
-      to_return.emplace_back(out, alias_db.hasWriters(out));
       meta << ",{\"name\":";
       json_escape(meta, out->debugName());
       meta << ",\"op\":";
@@ -290,29 +309,16 @@ Plan* build_plan(const std::string& path) {
   }
   meta << "]}";
 
-  // Returned values: the original outputs (as they are), then every captured value, cloned
-  // right after its producer where a later op may write to its memory.
-  std::vector<Value*> returned;
-  for (auto& [v, needs_clone] : to_return) {
-    if (!needs_clone) {
-      returned.push_back(v);
-      continue;
-    }
-    torch::jit::WithInsertPoint guard(v->node()->kind() == c10::prim::Param
-                                          ? *graph->nodes().begin()
-                                          : v->node()->next());
-    Value* none = graph->insertConstant(c10::IValue());
-    Node* clone = graph->create(c10::aten::clone, {v, none});
-    clone->output()->setType(v->type());
-    graph->insertNode(clone);
-    returned.push_back(clone->output());
+  // An observe node right after each captured value's producer (graph inputs: before the
+  // first node), carrying the value's position in the metadata as its id.
+  static const c10::Symbol observe_op = c10::Symbol::fromQualString("align_check::observe");
+  for (size_t id = 0; id < captured.size(); ++id) {
+    Value* v = captured[id];
+    Node* after = v->node()->kind() == c10::prim::Param ? graph->param_node() : v->node();
+    torch::jit::WithInsertPoint guard(after->next());
+    Value* id_const = graph->insertConstant(static_cast<int64_t>(id));
+    graph->insertNode(graph->create(observe_op, {v, id_const}, 0));
   }
-  while (!graph->outputs().empty()) graph->eraseOutput(0);
-  std::vector<Value*> tuple_items(original_outputs.begin(), original_outputs.end());
-  tuple_items.insert(tuple_items.end(), returned.begin(), returned.end());
-  Node* tuple = graph->createTuple(tuple_items);
-  graph->appendNode(tuple);
-  graph->registerOutput(tuple->output());
 
   plan->capture_fn = std::make_unique<torch::jit::GraphFunction>(
       "align_check_capture", graph, nullptr);
@@ -321,8 +327,9 @@ Plan* build_plan(const std::string& path) {
   return plan.release();
 }
 
-// Flattens tuples, lists and dicts of tensors into `out`, in order. Non-tensor leaves are
-// reported as an error: the tool compares tensors.
+// Flattens tuples, lists and dicts of tensors into `out`, in order. Python numbers become
+// 0-d tensors; any other non-tensor leaf (a string, an object) is reported as an error: the
+// tool compares tensors.
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) {
     out.push_back(v.toTensor());
@@ -334,8 +341,14 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
     for (const auto& kv : v.toGenericDict()) flatten(kv.value(), out);
   } else if (v.isNone()) {
     // Optional outputs that are absent contribute nothing.
+  } else if (v.isInt() || v.isDouble() || v.isBool()) {
+    // A Python number among the outputs: the legacy exporter makes it a 0-d Constant output,
+    // so it becomes a 0-d tensor of the same kind here and is compared like one.
+    out.push_back(v.isInt()      ? at::scalar_tensor(v.toInt(), at::kLong)
+                  : v.isDouble() ? at::scalar_tensor(v.toDouble(), at::kDouble)
+                                 : at::scalar_tensor(v.toBool(), at::kBool));
   } else {
-    throw std::runtime_error("the model returns a " + v.tagKind() +
+    throw std::runtime_error("the model returns a value of type " + v.tagKind() +
                              ", which is not a tensor or a tuple/list/dict of tensors");
   }
 }
@@ -378,24 +391,26 @@ const char* ac_meta(void* plan) { return static_cast<Plan*>(plan)->meta_json.c_s
 
 size_t ac_num_inputs(void* plan) { return static_cast<Plan*>(plan)->n_user_inputs; }
 
-// Runs the instrumented graph. On success returns a null-terminated array of tensors:
-// the flattened original outputs first (`*n_outputs` of them), then one per captured value.
-// The caller takes ownership of each tensor and frees the array with ac_free_array.
-void** ac_capture(void* handle, void** inputs, size_t n_inputs, size_t* n_outputs,
-                  char** err) {
+// Runs the instrumented graph, handing every captured value to `sink(ctx, id, tensor)` as
+// it is computed (the sink owns the tensor). On success returns the flattened graph outputs
+// as a null-terminated array (`*n_outputs` of them); the caller owns each tensor and frees
+// the array with ac_free_array.
+void** ac_capture(void* handle, void** inputs, size_t n_inputs, Sink sink, void* ctx,
+                  size_t* n_outputs, char** err) {
+  struct SinkScope {
+    SinkScope(Sink s, void* c) { current_sink = s; current_ctx = c; }
+    ~SinkScope() { current_sink = nullptr; current_ctx = nullptr; }
+  };
   try {
     auto* plan = static_cast<Plan*>(handle);
     torch::NoGradGuard no_grad;
+    SinkScope scope(sink, ctx);
     std::vector<c10::IValue> stack = make_stack(reinterpret_cast<at::Tensor**>(inputs), n_inputs);
     stack.insert(stack.begin(), plan->module._ivalue());
     plan->capture_fn->run(stack);
-    // The tuple holds the original graph outputs followed by the captured values.
-    auto elements = stack.back().toTupleRef().elements();
-    size_t n_graph_outputs = plan->n_graph_outputs;
     std::vector<at::Tensor> flat;
-    for (size_t i = 0; i < n_graph_outputs; ++i) flatten(elements[i], flat);
+    for (const auto& v : stack) flatten(v, flat);
     *n_outputs = flat.size();
-    for (size_t i = n_graph_outputs; i < elements.size(); ++i) flat.push_back(elements[i].toTensor());
     return reinterpret_cast<void**>(to_heap(flat));
   } catch (const std::exception& e) {
     set_error(err, short_message(e.what()));

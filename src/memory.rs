@@ -1,0 +1,186 @@
+//! The memory budget (`--max-memory`): parsing sizes, reading the process's resident memory
+//! from the OS, and planning how a check stays under the budget.
+//!
+//! Without a budget captured tensors stay in memory and ONNX Runtime returns every value in
+//! one run. With one, the plan is made after both models are loaded (their weights and the
+//! runtimes are a fixed cost the budget must cover): tensors are spilled to disk as they are
+//! captured, ONNX Runtime's values are fetched in groups sized to what is left, and pairs are
+//! compared one at a time. The budget too small for even that is an error that says what
+//! would fit, never a run that silently exceeds it.
+
+use crate::store::{Keep, SpillFile};
+use anyhow::{anyhow, bail, Result};
+
+/// Parses `512M`, `1.5G`, `2GiB`, `800MB`, `1048576` into bytes (K/M/G/T are powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| anyhow!("`{text}` is not a size (examples: 800M, 1.5G, 2GiB)"))?;
+    let unit = unit.trim().to_ascii_uppercase();
+    let unit = unit.trim_end_matches('B').trim_end_matches('I');
+    let scale: u64 = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => bail!("`{text}` has an unknown unit (use K, M, G or T, e.g. 800M)"),
+    };
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes < 1.0 {
+        bail!("`{text}` is not a usable size");
+    }
+    Ok(bytes as u64)
+}
+
+/// Sizes for messages: `812 MB`.
+pub fn show_bytes(bytes: u64) -> String {
+    format!("{} MB", bytes.div_ceil(1 << 20))
+}
+
+/// A field of /proc/self/status in bytes (VmRSS: now, VmHWM: peak).
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line
+        .trim_start_matches(field)
+        .trim_start_matches(':')
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Resident memory of this process now.
+pub fn current_rss() -> Option<u64> {
+    proc_status_bytes("VmRSS")
+}
+
+/// Highest resident memory of this process so far, as the kernel counts it.
+pub fn peak_rss() -> Option<u64> {
+    proc_status_bytes("VmHWM")
+}
+
+/// How large buffers are allocated. glibc raises its mmap threshold after large frees, after
+/// which freed activations stay in the heap and in the resident set; a fixed threshold makes
+/// every large buffer go back to the OS when it is freed, which a budget needs.
+fn return_large_frees_to_os() {
+    // SAFETY: mallopt only changes allocator tuning; called before any large allocation.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
+    }
+}
+
+/// Must run before the models are loaded when a budget is set.
+pub fn prepare(budget: Option<u64>) {
+    if budget.is_some() {
+        return_large_frees_to_os();
+    }
+}
+
+/// How one check keeps its tensors and fetches ONNX Runtime's values.
+pub struct MemoryPlan {
+    pub budget: Option<u64>,
+    /// Estimated bytes of ONNX values fetched per run; `None` fetches all in one run.
+    pub group_bytes: Option<u64>,
+    keep: Keep,
+}
+
+/// What the runs need beyond the loaded models, in units of the largest single value: the
+/// runtime's working set around it, its host copy, and the two tensors of a compared pair.
+const WORKING_SET_FACTOR: u64 = 4;
+
+impl MemoryPlan {
+    pub fn unbounded() -> MemoryPlan {
+        MemoryPlan {
+            budget: None,
+            group_bytes: None,
+            keep: Keep::Memory,
+        }
+    }
+
+    /// The plan for `budget` bytes, made after loading, when `loaded` bytes are resident and
+    /// the largest single value is about `largest_value` bytes.
+    pub fn bounded(budget: u64, loaded: u64, largest_value: u64) -> Result<MemoryPlan> {
+        let working = largest_value.max(1 << 20) * WORKING_SET_FACTOR;
+        let needed = loaded + working;
+        if budget < needed {
+            bail!(
+                "--max-memory {} is too small for these models: loading them takes {} and running them needs about {} more (the largest activation is {}); use at least --max-memory {}",
+                show_bytes(budget),
+                show_bytes(loaded),
+                show_bytes(working),
+                show_bytes(largest_value),
+                show_bytes(needed + needed / 10)
+            );
+        }
+        // Half of what is left for the fetched group: the other half covers the runtime's
+        // own working set while it computes the values it does not return.
+        let group = ((budget - loaded) / 2).max(largest_value);
+        Ok(MemoryPlan {
+            budget: Some(budget),
+            group_bytes: Some(group),
+            keep: Keep::Spill(SpillFile::create()?),
+        })
+    }
+
+    /// Where one sample's tensors go: memory, or a spill file of the sample's own so that
+    /// samples that are no longer needed free their disk space.
+    pub fn keep_for_sample(&self) -> Result<Keep> {
+        self.keep.renewed()
+    }
+
+    /// Pairs are compared one at a time under a budget (each brings two tensors back from
+    /// disk), in parallel otherwise.
+    pub fn compare_in_parallel(&self) -> bool {
+        self.budget.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("800M").unwrap(), 800 << 20);
+        assert_eq!(parse_size("800MB").unwrap(), 800 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
+        assert_eq!(parse_size(" 64k ").unwrap(), 64 << 10);
+        for bad in ["", "M", "12Q", "-5M", "0", "1..2G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rss_is_read_from_the_os() {
+        let now = current_rss().unwrap();
+        let peak = peak_rss().unwrap();
+        assert!(now > 1 << 20 && peak >= now, "{now} {peak}");
+    }
+
+    #[test]
+    fn too_small_a_budget_says_what_would_fit() {
+        let e = MemoryPlan::bounded(300 << 20, 280 << 20, 16 << 20)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("too small") && e.contains("at least --max-memory"),
+            "{e}"
+        );
+        let plan = MemoryPlan::bounded(1 << 30, 300 << 20, 16 << 20).unwrap();
+        assert_eq!(plan.group_bytes, Some(((1 << 30) - (300 << 20)) / 2));
+        assert!(!plan.compare_in_parallel());
+    }
+}

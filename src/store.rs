@@ -1,0 +1,246 @@
+//! Where captured tensors wait between the run that produced them and their comparison.
+//!
+//! Without a memory budget every tensor stays in memory (`Keep::Memory`), which is fastest.
+//! Under `--max-memory` each tensor is written to an anonymous spill file the moment it is
+//! captured (`Keep::Spill`) and read back only while its pair is compared or drawn, so the
+//! process holds a handful of tensors at a time however large the network's activations are.
+//! The spill file is created unlinked in the temporary folder: it never appears next to the
+//! user's models and disappears with the process, even after a crash.
+
+use crate::tensor::{DType, HostTensor, TensorData};
+use anyhow::{anyhow, Context, Result};
+use half::{bf16, f16};
+use std::borrow::Cow;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+
+/// An append-only file of tensor bytes, shared by every value spilled into it.
+pub struct SpillFile {
+    file: File,
+    end: Mutex<u64>,
+}
+
+impl SpillFile {
+    /// A new, already unlinked file in the temporary folder (`TMPDIR`).
+    pub fn create() -> Result<Arc<SpillFile>> {
+        let file = tempfile::tempfile().with_context(|| {
+            format!(
+                "cannot create a spill file in {} for --max-memory",
+                std::env::temp_dir().display()
+            )
+        })?;
+        Ok(Arc::new(SpillFile {
+            file,
+            end: Mutex::new(0),
+        }))
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        *self.end.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn append(self: &Arc<Self>, t: &HostTensor) -> Result<SpillRef> {
+        let bytes = as_bytes(&t.data);
+        let mut end = self.end.lock().unwrap_or_else(|p| p.into_inner());
+        let offset = *end;
+        self.file
+            .write_all_at(&bytes, offset)
+            .context("cannot write to the spill file (is the temporary folder full?)")?;
+        *end += bytes.len() as u64;
+        Ok(SpillRef {
+            file: Arc::clone(self),
+            offset,
+            dtype: t.dtype(),
+            shape: t.shape.clone(),
+        })
+    }
+}
+
+/// One tensor's place in a spill file.
+#[derive(Clone)]
+pub struct SpillRef {
+    file: Arc<SpillFile>,
+    offset: u64,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+impl std::fmt::Debug for SpillRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SpillRef({} {:?} at {})",
+            self.dtype, self.shape, self.offset
+        )
+    }
+}
+
+impl SpillRef {
+    /// Reads the tensor back into memory.
+    pub fn load(&self) -> Result<HostTensor> {
+        let numel: usize = self.shape.iter().product();
+        let mut raw = vec![0u8; numel * self.dtype.size_bytes()];
+        self.file
+            .file
+            .read_exact_at(&mut raw, self.offset)
+            .context("cannot read back from the spill file")?;
+        Ok(HostTensor::new(
+            self.shape.clone(),
+            from_bytes(self.dtype, &raw),
+        ))
+    }
+}
+
+/// How a capture keeps the tensors it produces.
+#[derive(Clone)]
+pub enum Keep {
+    Memory,
+    Spill(Arc<SpillFile>),
+}
+
+/// A kept tensor: in memory, or in a spill file.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    Memory(HostTensor),
+    Spilled(SpillRef),
+}
+
+impl Stored {
+    /// The tensor itself, read back from disk when it was spilled.
+    pub fn data(&self) -> Result<Cow<'_, HostTensor>> {
+        match self {
+            Stored::Memory(t) => Ok(Cow::Borrowed(t)),
+            Stored::Spilled(r) => r.load().map(Cow::Owned),
+        }
+    }
+
+    /// The in-memory tensor, if it is in memory.
+    pub fn in_memory(&self) -> Option<&HostTensor> {
+        match self {
+            Stored::Memory(t) => Some(t),
+            Stored::Spilled(_) => None,
+        }
+    }
+}
+
+impl Keep {
+    /// Keeps `t` (moving it to disk under a budget, so its memory is freed here).
+    pub fn keep(&self, t: HostTensor) -> Result<Stored> {
+        match self {
+            Keep::Memory => Ok(Stored::Memory(t)),
+            Keep::Spill(file) => file.append(&t).map(Stored::Spilled),
+        }
+    }
+
+    /// Bytes written to disk by this keeper so far.
+    pub fn spilled_bytes(&self) -> u64 {
+        match self {
+            Keep::Memory => 0,
+            Keep::Spill(file) => file.len(),
+        }
+    }
+
+    /// A fresh keeper of the same kind (a new spill file for a new sample, so that the
+    /// files of samples that are no longer needed can be dropped one by one).
+    pub fn renewed(&self) -> Result<Keep> {
+        Ok(match self {
+            Keep::Memory => Keep::Memory,
+            Keep::Spill(_) => Keep::Spill(SpillFile::create()?),
+        })
+    }
+}
+
+/// The element bytes in native order. Booleans are written as 0/1 bytes.
+fn as_bytes(data: &TensorData) -> Cow<'_, [u8]> {
+    fn raw<T: Copy>(v: &[T]) -> Cow<'_, [u8]> {
+        // SAFETY: T is a plain numeric type without padding (f16/bf16 are u16 inside), so
+        // its elements are valid bytes; the slice covers exactly their memory.
+        Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v))
+        })
+    }
+    match data {
+        TensorData::F16(v) => raw(v),
+        TensorData::Bf16(v) => raw(v),
+        TensorData::F32(v) => raw(v),
+        TensorData::F64(v) => raw(v),
+        TensorData::I8(v) => raw(v),
+        TensorData::I16(v) => raw(v),
+        TensorData::I32(v) => raw(v),
+        TensorData::I64(v) => raw(v),
+        TensorData::U8(v) => raw(v),
+        TensorData::Bool(v) => Cow::Owned(v.iter().map(|&b| b as u8).collect()),
+    }
+}
+
+fn from_bytes(dtype: DType, raw: &[u8]) -> TensorData {
+    fn typed<T: Copy + Default, const N: usize>(
+        raw: &[u8],
+        decode: impl Fn([u8; N]) -> T,
+    ) -> Vec<T> {
+        raw.chunks_exact(N)
+            .map(|c| decode(c.try_into().expect("chunk of N bytes")))
+            .collect()
+    }
+    match dtype {
+        DType::F16 => TensorData::F16(typed(raw, |b| f16::from_bits(u16::from_ne_bytes(b)))),
+        DType::Bf16 => TensorData::Bf16(typed(raw, |b| bf16::from_bits(u16::from_ne_bytes(b)))),
+        DType::F32 => TensorData::F32(typed(raw, f32::from_ne_bytes)),
+        DType::F64 => TensorData::F64(typed(raw, f64::from_ne_bytes)),
+        DType::I8 => TensorData::I8(typed(raw, i8::from_ne_bytes)),
+        DType::I16 => TensorData::I16(typed(raw, i16::from_ne_bytes)),
+        DType::I32 => TensorData::I32(typed(raw, i32::from_ne_bytes)),
+        DType::I64 => TensorData::I64(typed(raw, i64::from_ne_bytes)),
+        DType::U8 => TensorData::U8(raw.to_vec()),
+        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
+    }
+}
+
+/// Reads a stored tensor where a missing one is a bug in the caller, named by `what`.
+pub fn require<'a>(stored: Option<&'a Stored>, what: &str) -> Result<Cow<'a, HostTensor>> {
+    stored
+        .ok_or_else(|| anyhow!("value {what} was not kept"))?
+        .data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spilled_tensors_read_back_identical() {
+        let keep = Keep::Spill(SpillFile::create().unwrap());
+        let cases = vec![
+            HostTensor::f32(
+                vec![2, 3],
+                vec![1.0, -2.5, f32::NAN, 0.0, f32::INFINITY, -6.0],
+            ),
+            HostTensor::new(vec![3], TensorData::I64(vec![1, -2, i64::MAX])),
+            HostTensor::new(vec![2], TensorData::Bool(vec![true, false])),
+            HostTensor::new(vec![2], TensorData::F16(vec![f16::from_f32(1.5), f16::MIN])),
+            HostTensor::new(vec![1], TensorData::Bf16(vec![bf16::from_f32(-0.25)])),
+            HostTensor::new(vec![], TensorData::F64(vec![7.0])),
+            HostTensor::new(vec![0, 4], TensorData::F32(vec![])),
+        ];
+        let stored: Vec<Stored> = cases
+            .iter()
+            .map(|t| keep.keep(t.clone()).unwrap())
+            .collect();
+        for (s, t) in stored.iter().zip(&cases) {
+            let back = s.data().unwrap();
+            assert_eq!(back.shape, t.shape);
+            assert_eq!(back.dtype(), t.dtype());
+            // NaN != NaN, so compare bit patterns through the f64 view.
+            for i in 0..t.numel() {
+                assert_eq!(back.data.get_f64(i).to_bits(), t.data.get_f64(i).to_bits());
+            }
+        }
+        assert!(matches!(stored[0], Stored::Spilled(_)));
+    }
+}

@@ -1,0 +1,133 @@
+//! `--max-memory`: a network whose captured activations (~1 GB over both sides) are many
+//! times a 450 MB budget is checked under that budget, with every statistic identical to the
+//! unbounded run. Peak memory is read from the OS (the child's rusage), not from the tool's
+//! own report. Fixture: tests/fixtures/big_activations_legacy (scripts/make_memory_fixture.py).
+
+mod common;
+
+use common::{binary, fixture};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+
+const BUDGET_MB: u64 = 450;
+
+struct Run {
+    code: i32,
+    peak_rss_mb: u64,
+    stderr: String,
+    report: Value,
+}
+
+/// Runs the binary on the fixture and waits for it with wait4, which reports the child's
+/// peak resident set size (and reaps it, which clippy cannot see).
+#[allow(clippy::zombie_processes)]
+fn run(extra: &[&str], dir: &Path) -> Run {
+    let m = fixture("big_activations_legacy");
+    let json = dir.join(format!("report{}.json", extra.len()));
+    let err_path = dir.join(format!("stderr{}.txt", extra.len()));
+    let child = binary()
+        .arg(m.join("model.pt"))
+        .arg(m.join("model.onnx"))
+        .args(["--threads", "2", "-q", "--json"])
+        .arg(&json)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data the kernel fills; the pid is our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    Run {
+        code,
+        // ru_maxrss is in kilobytes on Linux.
+        peak_rss_mb: usage.ru_maxrss as u64 / 1024,
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+        report,
+    }
+}
+
+#[test]
+fn a_budget_far_below_the_activations_is_kept_with_identical_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let unbounded = run(&[], dir.path());
+    let budget = format!("{BUDGET_MB}M");
+    let bounded = run(&["--max-memory", &budget], dir.path());
+    assert_eq!(unbounded.code, 0, "{}", unbounded.stderr);
+    assert_eq!(bounded.code, 0, "{}", bounded.stderr);
+
+    // The test means something only if holding everything does not fit the budget.
+    assert!(
+        unbounded.peak_rss_mb > BUDGET_MB * 2,
+        "unbounded run peaked at {} MB: the fixture no longer exceeds the budget",
+        unbounded.peak_rss_mb
+    );
+    assert!(
+        bounded.peak_rss_mb < BUDGET_MB,
+        "bounded run peaked at {} MB, over the {BUDGET_MB} MB budget",
+        bounded.peak_rss_mb
+    );
+    let spilled = bounded.report["memory"]["spilled_bytes"].as_u64().unwrap();
+    assert!(spilled > 900 << 20, "spilled {spilled} bytes");
+    assert!(bounded.report["timing"]["onnx_runs"].as_u64().unwrap() > 1);
+    assert_eq!(unbounded.report["timing"]["onnx_runs"].as_u64(), Some(1));
+
+    // Every statistic, every detail, the verdict and the pairing are the same.
+    for key in [
+        "verdict",
+        "layers",
+        "outputs",
+        "details",
+        "first_divergence",
+        "first_nonfinite",
+        "coverage",
+    ] {
+        assert!(
+            unbounded.report[key] == bounded.report[key],
+            "`{key}` differs between the unbounded and the bounded run"
+        );
+    }
+    assert_eq!(unbounded.report["layers"].as_array().unwrap().len(), 61);
+}
+
+#[test]
+fn a_budget_below_the_loaded_models_says_what_would_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&["--max-memory", "100M"], dir.path());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{}", r.stderr);
+    assert!(
+        lines[0].contains("--max-memory 100 MB is too small")
+            && lines[0].contains("use at least --max-memory"),
+        "{}",
+        lines[0]
+    );
+    assert!(!r.stderr.contains("panicked"));
+}
+
+#[test]
+fn sizes_that_are_not_sizes_are_refused_by_the_parser() {
+    let out = binary()
+        .args(["a.pt", "b.onnx", "--max-memory", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--max-memory") && err.contains("not a size"),
+        "{err}"
+    );
+}
