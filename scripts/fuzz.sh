@@ -91,8 +91,15 @@ wait
 found=()
 for t in "${targets[@]}"; do
     artifacts="$fuzz_dir/artifacts/$t"
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log.txt" | grep -o '[0-9]*$' || echo "?")
-    echo "$t: ${execs:-?} executions in $seconds s (log: $artifacts/log.txt)"
+    # "Done N runs in S second(s)": a target stops early at its first failure.
+    done_line=$(grep -a -o 'Done [0-9]* runs in [0-9]* second' "$artifacts/log.txt" | tail -n 1 || true)
+    if [ -n "$done_line" ]; then
+        read -r _ execs _ _ ran _ <<<"$done_line"
+        echo "$t: $execs executions in $ran s (log: $artifacts/log.txt)"
+    else
+        execs=$(grep -a -o 'number_of_executed_units: *[0-9]*' "$artifacts/log.txt" | grep -o '[0-9]*$' || true)
+        echo "$t: stopped at its first failure after ${execs:-?} executions (log: $artifacts/log.txt)"
+    fi
     ext=$(extension "$t")
     for a in "$artifacts"/crash-* "$artifacts"/oom-* "$artifacts"/timeout-* "$artifacts"/leak-*; do
         [ -f "$a" ] || continue

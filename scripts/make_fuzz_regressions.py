@@ -32,7 +32,8 @@ def npz(members: dict) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            # A fixed date keeps regenerated archives byte-identical.
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
 
 
@@ -124,6 +125,15 @@ ONNX = {
     "hand_cycle.onnx": onnx_bytes(
         [
             helper.make_node("Add", ["x", "b"], ["a"], name="/p/Add"),
+            helper.make_node("Relu", ["a"], ["b"], name="/q/Relu"),
+            helper.make_node("Identity", ["b"], ["y"], name="/Identity"),
+        ]
+    ),
+    # A cycle through a node whose name holds a newline (the fuzzer's first find: the error
+    # quoted the name and broke the one-line rule).
+    "hand_cycle_newline_name.onnx": onnx_bytes(
+        [
+            helper.make_node("Add", ["x", "b"], ["a"], name="evil\nname"),
             helper.make_node("Relu", ["a"], ["b"], name="/q/Relu"),
             helper.make_node("Identity", ["b"], ["y"], name="/Identity"),
         ]

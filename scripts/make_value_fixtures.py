@@ -10,6 +10,10 @@ manifest.json does. Each written pair is then run by ONNX Runtime (CPU, optimisa
 align-check runs it) and TorchScript; whether ORT could run it at all and the largest output
 difference are recorded, so the expectations in the table rest on measured facts.
 
+Each folder holds model.pt, model.onnx and inputs.npz (keyed by ONNX input names; none for
+bf16, which numpy cannot store), plus inputs_all_arguments.npz where the ONNX export dropped a
+forward argument (every argument, the dropped one included).
+
 Run with the pinned interpreter: .venv/bin/python scripts/make_value_fixtures.py
 It touches only tests/fixtures/vk_*/ and tests/fixtures/value_kinds.json.
 """

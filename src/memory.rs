@@ -1,14 +1,16 @@
 //! The memory budget (`--max-memory`): parsing sizes, reading the process's resident memory
 //! from the OS, and planning how a check stays under the budget.
 //!
-//! Without a budget captured tensors stay in memory and ONNX Runtime returns every value in
-//! one run. With one, the plan is made after both models are loaded (their weights and the
-//! runtimes are a fixed cost the budget must cover): tensors are spilled to disk as they are
-//! captured, ONNX Runtime's values are fetched in groups sized to what is left, and pairs are
-//! compared one at a time. The budget too small for even that is an error that says what
+//! Without a budget ONNX Runtime returns every value in one run and its values stay in memory,
+//! while the TorchScript side's values go to a temporary spill file as they are captured
+//! (into the page cache, usually never to the disk): otherwise both sides' activations would
+//! be resident together at the end of the ONNX run, and the ONNX run's own outputs cannot be
+//! avoided. With a budget the plan is made after both models are loaded (their weights and
+//! the runtimes are a fixed cost the budget must cover): both sides spill, ONNX Runtime's
+//! values are fetched in groups sized to what is left, and pairs are compared one at a time. The budget too small for even that is an error that says what
 //! would fit, never a run that silently exceeds it.
 
-use crate::store::{Keep, SpillFile};
+use crate::store::Keep;
 use anyhow::{anyhow, bail, Result};
 
 /// Parses `512M`, `1.5G`, `2GiB`, `800MB`, `1048576` into bytes (K/M/G/T are powers of 1024).
@@ -79,6 +81,16 @@ fn return_large_frees_to_os() {
     }
 }
 
+/// Hands memory freed in the middle of the heap back to the OS. Loading frees the
+/// protobuf's copies of the ONNX weights (hundreds of medium-sized buffers) after ONNX
+/// Runtime has its own; glibc would otherwise keep those pages resident for the whole run.
+pub fn release_freed() {
+    // SAFETY: malloc_trim only returns free pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Must run before the models are loaded when a budget is set.
 pub fn prepare(budget: Option<u64>) {
     if budget.is_some() {
@@ -91,7 +103,8 @@ pub struct MemoryPlan {
     pub budget: Option<u64>,
     /// Estimated bytes of ONNX values fetched per run; `None` fetches all in one run.
     pub group_bytes: Option<u64>,
-    keep: Keep,
+    /// Whether spilling is required (a budget) or only preferred.
+    strict: bool,
 }
 
 /// What the runs need beyond the loaded models, in units of the largest single value: the
@@ -103,7 +116,7 @@ impl MemoryPlan {
         MemoryPlan {
             budget: None,
             group_bytes: None,
-            keep: Keep::Memory,
+            strict: false,
         }
     }
 
@@ -128,14 +141,20 @@ impl MemoryPlan {
         Ok(MemoryPlan {
             budget: Some(budget),
             group_bytes: Some(group),
-            keep: Keep::Spill(SpillFile::create()?),
+            strict: true,
         })
     }
 
-    /// Where one sample's tensors go: memory, or a spill file of the sample's own so that
-    /// samples that are no longer needed free their disk space.
-    pub fn keep_for_sample(&self) -> Result<Keep> {
-        self.keep.renewed()
+    /// Where one sample's TorchScript and ONNX tensors go: a spill file of the sample's own
+    /// (so that samples no longer needed free their disk space), or memory.
+    pub fn keeps_for_sample(&self) -> Result<(Keep, Keep)> {
+        let torch = Keep::spill(self.strict)?;
+        let onnx = if self.strict {
+            torch.clone()
+        } else {
+            Keep::Memory
+        };
+        Ok((torch, onnx))
     }
 
     /// Pairs are compared one at a time under a budget (each brings two tensors back from

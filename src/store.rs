@@ -1,9 +1,10 @@
 //! Where captured tensors wait between the run that produced them and their comparison.
 //!
-//! Without a memory budget every tensor stays in memory (`Keep::Memory`), which is fastest.
-//! Under `--max-memory` each tensor is written to an anonymous spill file the moment it is
-//! captured (`Keep::Spill`) and read back only while its pair is compared or drawn, so the
-//! process holds a handful of tensors at a time however large the network's activations are.
+//! A tensor is either kept in memory (`Keep::Memory`) or written to an anonymous spill file
+//! the moment it is captured (`Keep::Spill`) and read back only while its pair is compared
+//! or drawn, so the process holds a handful of tensors at a time however large the network's
+//! activations are. A spill that is only an optimisation (`strict: false`) falls back to
+//! memory when the temporary folder cannot take the data; under `--max-memory` it is strict.
 //! The spill file is created unlinked in the temporary folder: it never appears next to the
 //! user's models and disappears with the process, even after a crash.
 
@@ -101,7 +102,7 @@ impl SpillRef {
 #[derive(Clone)]
 pub enum Keep {
     Memory,
-    Spill(Arc<SpillFile>),
+    Spill { file: Arc<SpillFile>, strict: bool },
 }
 
 /// A kept tensor: in memory, or in a spill file.
@@ -134,7 +135,11 @@ impl Keep {
     pub fn keep(&self, t: HostTensor) -> Result<Stored> {
         match self {
             Keep::Memory => Ok(Stored::Memory(t)),
-            Keep::Spill(file) => file.append(&t).map(Stored::Spilled),
+            Keep::Spill { file, strict } => match file.append(&t) {
+                Ok(r) => Ok(Stored::Spilled(r)),
+                Err(_) if !strict => Ok(Stored::Memory(t)),
+                Err(e) => Err(e),
+            },
         }
     }
 
@@ -142,17 +147,18 @@ impl Keep {
     pub fn spilled_bytes(&self) -> u64 {
         match self {
             Keep::Memory => 0,
-            Keep::Spill(file) => file.len(),
+            Keep::Spill { file, .. } => file.len(),
         }
     }
 
-    /// A fresh keeper of the same kind (a new spill file for a new sample, so that the
-    /// files of samples that are no longer needed can be dropped one by one).
-    pub fn renewed(&self) -> Result<Keep> {
-        Ok(match self {
-            Keep::Memory => Keep::Memory,
-            Keep::Spill(_) => Keep::Spill(SpillFile::create()?),
-        })
+    /// A keeper with a new spill file; when it is not `strict` and no file can be created,
+    /// memory.
+    pub fn spill(strict: bool) -> Result<Keep> {
+        match SpillFile::create() {
+            Ok(file) => Ok(Keep::Spill { file, strict }),
+            Err(_) if !strict => Ok(Keep::Memory),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -215,7 +221,7 @@ mod tests {
 
     #[test]
     fn spilled_tensors_read_back_identical() {
-        let keep = Keep::Spill(SpillFile::create().unwrap());
+        let keep = Keep::spill(true).unwrap();
         let cases = vec![
             HostTensor::f32(
                 vec![2, 3],

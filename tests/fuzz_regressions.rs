@@ -181,6 +181,9 @@ fn hand_made_lies_are_refused_for_what_they_are() {
     let cycle = model::load(&dir.join("onnx_model/hand_cycle.onnx")).unwrap();
     let e = chain(&expose_all(&cycle.proto).unwrap_err());
     assert!(e.contains("cycle") && e.contains("`/p/Add`"), "{e}");
+    let newline = model::load(&dir.join("onnx_model/hand_cycle_newline_name.onnx")).unwrap();
+    let e = chain(&expose_all(&newline.proto).unwrap_err());
+    assert!(e.contains("`evil\\nname`"), "{e}");
     let deep =
         chain(&model::load(&dir.join("onnx_model/hand_nested_subgraphs_40.onnx")).unwrap_err());
     assert!(deep.contains("recursion limit reached"), "{deep}");

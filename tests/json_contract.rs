@@ -158,9 +158,11 @@ fn failing_report_follows_the_contract() {
         assert!(r.timing[key].as_f64().is_some(), "timing.{key}");
     }
     assert!(r.timing["onnx_runs"].as_u64() >= Some(1));
-    // Without --max-memory nothing is spilled, and the OS's peak reading is there.
+    // Without --max-memory only the TorchScript side is spilled (every value of it at least
+    // once), and the OS's peak reading is there.
     assert!(r.memory.peak_rss_bytes.unwrap() > 10 << 20);
-    assert_eq!((r.memory.budget_bytes, r.memory.spilled_bytes), (None, 0));
+    assert_eq!(r.memory.budget_bytes, None);
+    assert!(r.memory.spilled_bytes > 0);
 }
 
 #[test]

@@ -68,10 +68,17 @@ fn a_budget_far_below_the_activations_is_kept_with_identical_statistics() {
     assert_eq!(unbounded.code, 0, "{}", unbounded.stderr);
     assert_eq!(bounded.code, 0, "{}", bounded.stderr);
 
-    // The test means something only if holding everything does not fit the budget.
+    // The test means something only if the activations are many times the budget (under a
+    // budget every captured tensor of both sides goes through the spill file) and the
+    // unbounded run does not fit it.
+    let spilled_mb = bounded.report["memory"]["spilled_bytes"].as_u64().unwrap() >> 20;
     assert!(
-        unbounded.peak_rss_mb > BUDGET_MB * 2,
-        "unbounded run peaked at {} MB: the fixture no longer exceeds the budget",
+        spilled_mb > BUDGET_MB * 2,
+        "only {spilled_mb} MB of activations: the fixture no longer exceeds the budget"
+    );
+    assert!(
+        unbounded.peak_rss_mb > BUDGET_MB,
+        "unbounded run peaked at {} MB, within the budget",
         unbounded.peak_rss_mb
     );
     assert!(
@@ -79,8 +86,6 @@ fn a_budget_far_below_the_activations_is_kept_with_identical_statistics() {
         "bounded run peaked at {} MB, over the {BUDGET_MB} MB budget",
         bounded.peak_rss_mb
     );
-    let spilled = bounded.report["memory"]["spilled_bytes"].as_u64().unwrap();
-    assert!(spilled > 900 << 20, "spilled {spilled} bytes");
     assert!(bounded.report["timing"]["onnx_runs"].as_u64().unwrap() > 1);
     assert_eq!(unbounded.report["timing"]["onnx_runs"].as_u64(), Some(1));
 

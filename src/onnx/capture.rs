@@ -91,9 +91,13 @@ impl OnnxRunner {
     ) -> Result<Self> {
         let specs = signature::inputs(&model)?;
         let output_names = signature::output_names(&model);
+        // The weights move into the instrumented copy instead of being cloned with it.
+        let weights = take_initializers(&mut model.proto);
         let mut exposed = expose_all(&model.proto)
             .map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
-        drop_initializer_data(&mut model.proto);
+        if let Some(graph) = exposed.model.graph.as_mut() {
+            graph.initializer = weights;
+        }
         let mut weights_dir = None;
         if per_group && model.external_data_dir.is_none() {
             let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
@@ -101,6 +105,11 @@ impl OnnxRunner {
             weights_dir = Some(dir);
         }
         let bytes = exposed.model.encode_to_vec();
+        // Without groups only the serialised bytes need the weights from here on (with
+        // groups the initializers point into the weights file and must stay).
+        if !per_group {
+            drop(take_initializers(&mut exposed.model));
+        }
         let instrumented = OnnxModel {
             path: model.path.clone(),
             proto: exposed.model,
@@ -363,21 +372,23 @@ impl OnnxRunner {
     }
 }
 
-/// Frees the weight data of a model kept only for its structure (names, types, error
-/// messages) once the session holds its own copy.
-fn drop_initializer_data(model: &mut super::proto::ModelProto) {
+/// Takes the initializers (with their data) out of `model`, leaving copies that carry only
+/// name, type and shape: the structure every later step reads.
+fn take_initializers(model: &mut super::proto::ModelProto) -> Vec<super::proto::TensorProto> {
     let Some(graph) = model.graph.as_mut() else {
-        return;
+        return Vec::new();
     };
-    for init in &mut graph.initializer {
-        init.raw_data = None;
-        init.float_data = Vec::new();
-        init.int32_data = Vec::new();
-        init.int64_data = Vec::new();
-        init.double_data = Vec::new();
-        init.uint64_data = Vec::new();
-        init.string_data = Vec::new();
-    }
+    let weights = std::mem::take(&mut graph.initializer);
+    graph.initializer = weights
+        .iter()
+        .map(|t| super::proto::TensorProto {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            data_type: t.data_type,
+            ..Default::default()
+        })
+        .collect();
+    weights
 }
 
 /// Bytes of a tensor type whose every dimension ONNX Runtime inferred.

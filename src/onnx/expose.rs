@@ -179,10 +179,12 @@ pub fn topological_order(graph: &proto::GraphProto) -> Result<Vec<usize>> {
     if order.len() < n {
         let stuck = (0..n).find(|&i| pending[i] > 0).unwrap_or(0);
         let node = &graph.node[stuck];
+        // Names come from the file and may hold newlines (found by fuzzing): escape them so
+        // the error stays one line.
         bail!(
             "the ONNX graph has a cycle: node `{}` ({}) depends on its own output",
-            node.name(),
-            op_name(node)
+            node.name().escape_debug(),
+            op_name(node).escape_debug()
         );
     }
     Ok(order)

@@ -124,9 +124,7 @@ pub fn session(
         .map_err(opt)?
         // No arena: freed outputs go back to the allocator (and large ones to the OS) instead
         // of staying reserved by the session, which matters when every value is an output.
-        .with_execution_providers([ort::ep::CPU::default()
-            .with_arena_allocator(false)
-            .build()])
+        .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
         .map_err(opt)?;
     if let Some(dir) = &model.external_data_dir {
         builder = builder

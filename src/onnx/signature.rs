@@ -54,7 +54,8 @@ pub fn inputs(model: &OnnxModel) -> Result<Vec<InputSpec>> {
         .collect();
     let mut specs = Vec::new();
     for vi in graph.input.iter().filter(|i| !weights.contains(i.name())) {
-        let name = vi.name();
+        // Shown in errors only; escaped because names from the file may hold newlines.
+        let name = vi.name().escape_debug();
         let tensor = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
             Some(proto::type_proto::Value::TensorType(t)) => t,
             Some(other) => bail!(
@@ -82,7 +83,7 @@ pub fn inputs(model: &OnnxModel) -> Result<Vec<InputSpec>> {
             .map(|s| s.dim.iter().map(dim_of).collect())
             .unwrap_or_default();
         specs.push(InputSpec {
-            name: name.to_string(),
+            name: vi.name().to_string(),
             dtype,
             dims,
         });

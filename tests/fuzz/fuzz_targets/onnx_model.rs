@@ -14,27 +14,35 @@ use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     let _ = sniff(data);
-    let Ok(m) = model::from_bytes(Path::new("fuzz.onnx"), data) else {
-        return;
+    // Errors reach the user as one line (exit 2): a name from the file must not break it.
+    let one_line = |e: &anyhow::Error| assert!(!format!("{e:#}").contains('\n'), "{e:#}");
+    let m = match model::from_bytes(Path::new("fuzz.onnx"), data) {
+        Ok(m) => m,
+        Err(e) => return one_line(&e),
     };
     let _ = m.opset();
-    let _ = inputs(&m);
+    if let Err(e) = inputs(&m) {
+        one_line(&e);
+    }
     let names = output_names(&m);
     for node in &m.graph().node {
         let _ = scope::node_scope(node);
         let _ = scope::node_source(node);
     }
-    if let Ok(exposed) = expose_all(&m.proto) {
-        // The rewrite keeps the original outputs first and in order: capture relies on it.
-        let outs = &exposed
-            .model
-            .graph
-            .as_ref()
-            .expect("exposed has a graph")
-            .output;
-        assert!(outs.len() >= names.len());
-        for (o, n) in outs.iter().zip(&names) {
-            assert_eq!(o.name(), n);
+    match expose_all(&m.proto) {
+        Err(e) => one_line(&e),
+        Ok(exposed) => {
+            // The rewrite keeps the original outputs first and in order: capture relies on it.
+            let outs = &exposed
+                .model
+                .graph
+                .as_ref()
+                .expect("exposed has a graph")
+                .output;
+            assert!(outs.len() >= names.len());
+            for (o, n) in outs.iter().zip(&names) {
+                assert_eq!(o.name(), n);
+            }
         }
     }
 });
