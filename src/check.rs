@@ -206,7 +206,12 @@ impl Accumulator {
         Ok(())
     }
 
-    pub fn finish(mut self, cfg: &CheckConfig, started: Instant) -> Result<Outcome> {
+    pub fn finish(
+        mut self,
+        cfg: &CheckConfig,
+        started: Instant,
+        files: (FileInfo, FileInfo),
+    ) -> Result<Outcome> {
         let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) = (
             self.pairing.take(),
             self.aggregate.take(),
@@ -237,6 +242,7 @@ impl Accumulator {
             self.first_inputs,
             self.labels,
             (timing, memory),
+            files,
         )
     }
 }
@@ -244,6 +250,14 @@ impl Accumulator {
 /// The whole check on every input sample the configuration names.
 pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let started = Instant::now();
+    // Hashing hundreds of megabytes of weights takes a noticeable share of a run: it happens
+    // on its own thread while the models load and run.
+    let hashing = {
+        let (t, o) = (cfg.torch_path.clone(), cfg.onnx_path.clone());
+        std::thread::spawn(move || -> Result<(FileInfo, FileInfo)> {
+            Ok((file_info(&t)?, file_info(&o)?))
+        })
+    };
     let mut acc = Accumulator::default();
     progress.stage("loading models");
     let mut models = load_models(cfg, &mut acc.timing)?;
@@ -253,7 +267,10 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
         acc.add(cfg, captured)?;
     }
     progress.stage("comparing layers");
-    acc.finish(cfg, started)
+    let files = hashing
+        .join()
+        .map_err(|_| anyhow::anyhow!("internal error while hashing the model files"))??;
+    acc.finish(cfg, started, files)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -266,6 +283,7 @@ fn assemble(
     inputs: Vec<ResolvedInput>,
     samples: Vec<String>,
     (timing, memory): (Timing, MemoryReport),
+    (torch_model, onnx_model): (FileInfo, FileInfo),
 ) -> Result<Outcome> {
     let mut gate_failures = Vec::new();
     let failing = eval.layers.iter().filter(|l| !l.cmp.pass).count();
@@ -308,8 +326,8 @@ fn assemble(
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
-        torch_model: file_info(&cfg.torch_path)?,
-        onnx_model: file_info(&cfg.onnx_path)?,
+        torch_model,
+        onnx_model,
         inputs,
         samples,
         tolerances: cfg
