@@ -82,8 +82,9 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
-    let torch = TorchModel::load(&cfg.torch_path)?;
-    // The instrumented session is built once; it takes over the model's weights.
+    // The instrumented session is built once and takes over the ONNX weights. It comes
+    // before the TorchScript module so that the protobuf's transient copies of the weights
+    // are gone before libtorch's copy arrives: loading peaks lower.
     let onnx = OnnxRunner::from_model(
         onnx_model,
         cfg.runtime.threads,
@@ -91,13 +92,16 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
         cfg.runtime.max_memory.is_some(),
     )?;
     memory::release_freed();
+    let torch = TorchModel::load(&cfg.torch_path)?;
     timing.load_s += t0.elapsed().as_secs_f64();
-    // The budget is planned against what loading actually left resident.
+    // The budget is planned against what loading actually left resident, and loading's own
+    // peak must already have fitted.
     let memory = match cfg.runtime.max_memory {
         None => MemoryPlan::unbounded(),
         Some(budget) => MemoryPlan::bounded(
             budget,
-            memory::current_rss().unwrap_or(0),
+            memory::current_rss().unwrap_or(0) + onnx.group_session_bytes(),
+            memory::peak_rss().unwrap_or(0),
             onnx.largest_estimate(),
         )?,
     };

@@ -102,7 +102,10 @@ fn my_add_layer(report: &Value) -> &Value {
 
 #[test]
 fn without_torch_ops_the_error_names_the_op_and_the_option() {
-    let (code, _, output) = check(None, None);
+    // The ONNX model is loaded first: give it its library so that the TorchScript side's
+    // missing operator is the error.
+    let libs = libraries();
+    let (code, _, output) = check(None, Some(&libs.ort_custom_ops));
     let line = one_line_error(code, &output);
     assert!(
         line.contains(TORCH_OP) && line.contains("--torch-ops LIB"),
@@ -203,7 +206,7 @@ fn operator_libraries_that_cannot_be_used_are_one_line_errors() {
 
     // The libraries swapped: the ONNX Runtime kernel registers no TorchScript op (so the model
     // still needs --torch-ops), and the TorchScript library has no RegisterCustomOps.
-    let (code, _, output) = check(Some(&libs.ort_custom_ops), None);
+    let (code, _, output) = check(Some(&libs.ort_custom_ops), Some(&libs.ort_custom_ops));
     let line = one_line_error(code, &output);
     assert!(
         line.contains(TORCH_OP) && line.contains("--torch-ops"),

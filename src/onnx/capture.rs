@@ -53,6 +53,8 @@ enum Sessions {
         model: Box<OnnxModel>,
         n_original_outputs: usize,
         _weights: Option<tempfile::TempDir>,
+        /// Bytes of weights each group session loads.
+        weight_bytes: u64,
     },
 }
 
@@ -99,9 +101,10 @@ impl OnnxRunner {
             graph.initializer = weights;
         }
         let mut weights_dir = None;
+        let mut weight_bytes = 0;
         if per_group && model.external_data_dir.is_none() {
             let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
-            super::weights::externalize(&mut exposed.model, dir.path())?;
+            weight_bytes = super::weights::externalize(&mut exposed.model, dir.path())?;
             weights_dir = Some(dir);
         }
         let bytes = exposed.model.encode_to_vec();
@@ -132,6 +135,7 @@ impl OnnxRunner {
                 model: Box::new(instrumented),
                 n_original_outputs: output_names.len(),
                 _weights: weights_dir,
+                weight_bytes,
             }
         } else {
             Sessions::All(session)
@@ -213,6 +217,15 @@ impl OnnxRunner {
             groups.push(current);
         }
         groups
+    }
+
+    /// Memory a group session adds while it exists (its weights), which loading did not
+    /// leave resident; 0 with one session for everything, which is already loaded.
+    pub fn group_session_bytes(&self) -> u64 {
+        match &self.sessions {
+            Sessions::PerGroup { weight_bytes, .. } => *weight_bytes,
+            Sessions::All(_) => 0,
+        }
     }
 
     /// Largest single value ONNX Runtime's inferred types promise (0 when none is known).

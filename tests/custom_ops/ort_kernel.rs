@@ -273,3 +273,22 @@ unsafe fn compute(kernel: &Kernel, context: *mut OrtKernelContext) -> Result<(),
     }
     Ok(())
 }
+
+/// Defines the `RegisterCustomOps` entry point ONNX Runtime looks up in a custom-op library,
+/// registering `$ops` in `$domain`. A macro because each library must export the symbol
+/// itself.
+macro_rules! export_register_custom_ops {
+    ($domain:expr, $ops:expr) => {
+        /// The entry point ONNX Runtime looks up in a custom-op library.
+        ///
+        /// # Safety
+        /// Called by ONNX Runtime with valid session options and API base.
+        #[no_mangle]
+        pub unsafe extern "C" fn RegisterCustomOps(
+            options: *mut ort_sys::OrtSessionOptions,
+            api_base: *const ort_sys::OrtApiBase,
+        ) -> *mut ort_sys::OrtStatus {
+            unsafe { ort_kernel::register(options, api_base, $domain, $ops) }
+        }
+    };
+}

@@ -4,6 +4,7 @@
 //! most elements: the kind of custom-op drift align-check must pin to the my_add layer.
 
 #[path = "ort_kernel.rs"]
+#[macro_use]
 mod ort_kernel;
 
 use ort_kernel::ElementwiseOp;
@@ -14,14 +15,4 @@ fn my_add_in_half_precision(a: f32, b: f32) -> f32 {
 
 static OPS: [ElementwiseOp; 1] = [ElementwiseOp::new(c"my_add", my_add_in_half_precision)];
 
-/// The entry point ONNX Runtime looks up in a custom-op library.
-///
-/// # Safety
-/// Called by ONNX Runtime with valid session options and API base.
-#[no_mangle]
-pub unsafe extern "C" fn RegisterCustomOps(
-    options: *mut ort_sys::OrtSessionOptions,
-    api_base: *const ort_sys::OrtApiBase,
-) -> *mut ort_sys::OrtStatus {
-    unsafe { ort_kernel::register(options, api_base, c"my_ops", &OPS) }
-}
+export_register_custom_ops!(c"my_ops", &OPS);
