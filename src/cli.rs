@@ -209,10 +209,11 @@ pub struct RuntimeArgs {
     #[arg(long, value_name = "LIB", help_heading = "Runtimes")]
     pub torch_ops: Vec<PathBuf>,
 
-    /// Keep the whole process under SIZE of resident memory (800M, 4G): captured tensors are
-    /// spilled to a temporary file and ONNX Runtime's values fetched in several runs, with
-    /// results identical to an unbounded run. Without it every activation stays in memory
-    /// (fastest). Must cover the two loaded models; a budget too small says what would fit
+    /// Keep the whole process under SIZE of resident memory (800M, 4G): both sides' captured
+    /// tensors go to a temporary file and ONNX Runtime's values are fetched in several runs,
+    /// with results identical to an unbounded run. Without it each runtime runs once, ONNX
+    /// Runtime's values stay in memory and TorchScript's go to the temporary file (fastest).
+    /// Must cover the two loaded models; a budget too small says what would fit
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, help_heading = "Runtimes")]
     pub max_memory: Option<u64>,
 }
