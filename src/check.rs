@@ -173,7 +173,9 @@ pub struct Accumulator {
 }
 
 impl Accumulator {
-    pub fn add(&mut self, cfg: &CheckConfig, captured: Captured) -> Result<()> {
+    /// Folds in one sample; `parallel` compares several pairs at once (the memory plan
+    /// says whether that fits).
+    pub fn add(&mut self, cfg: &CheckConfig, captured: Captured, parallel: bool) -> Result<()> {
         let Captured {
             label,
             inputs,
@@ -190,7 +192,6 @@ impl Accumulator {
         }
         let pairing = self.pairing.as_ref().expect("paired above");
         let t = Instant::now();
-        let parallel = cfg.runtime.max_memory.is_none();
         let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy, parallel)?;
         let bad = badness(&cmps);
         let sample = self.labels.len();
@@ -268,7 +269,7 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let samples = torch_args::resolve_samples(models.torch.inputs(), &models.specs, &cfg.inputs)?;
     for sample in samples {
         let captured = capture_sample(&mut models, sample, progress, &mut acc.timing)?;
-        acc.add(cfg, captured)?;
+        acc.add(cfg, captured, models.memory.compare_in_parallel())?;
     }
     progress.stage("comparing layers");
     let files = hashing

@@ -7,8 +7,9 @@
 //! be resident together at the end of the ONNX run, and the ONNX run's own outputs cannot be
 //! avoided. With a budget the plan is made after both models are loaded (their weights and
 //! the runtimes are a fixed cost the budget must cover): both sides spill, ONNX Runtime's
-//! values are fetched in groups sized to what is left, and pairs are compared one at a time. The budget too small for even that is an error that says what
-//! would fit, never a run that silently exceeds it.
+//! values are fetched in groups sized to what is left, and pairs are compared one at a time.
+//! A budget too small for even that is an error that says what would fit, never a run that
+//! silently exceeds it.
 
 use crate::store::Keep;
 use anyhow::{anyhow, bail, Result};

@@ -25,7 +25,7 @@ use crate::capture::{Capture, CapturedValue, Side, Uncapturable, ValueRole};
 use crate::store::{Keep, Stored};
 use crate::tensor::{format_shape, DType, HostTensor};
 use anyhow::{anyhow, bail, Context, Result};
-use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
+use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, ValueType};
 use prost::Message;
 use std::collections::{HashMap, HashSet};
@@ -234,7 +234,8 @@ impl OnnxRunner {
     }
 
     /// Runs the instrumented model on `inputs` and returns every value, each kept as `keep`
-    /// says. With `group_bytes`, values are fetched in groups of about that many bytes.
+    /// says. A runner prepared for groups fetches values in groups of about `group_bytes`;
+    /// one with a single session fetches everything in one run.
     pub fn capture(
         &mut self,
         inputs: &[(String, HostTensor)],
@@ -242,6 +243,10 @@ impl OnnxRunner {
         group_bytes: Option<u64>,
     ) -> Result<Capture> {
         let feed = match_inputs(&self.path, &self.specs, inputs)?;
+        let group_bytes = match self.sessions {
+            Sessions::All(_) => None,
+            Sessions::PerGroup { .. } => group_bytes,
+        };
         let groups = self.groups(self.fetch_list(), group_bytes);
         self.runs_last_capture = groups.len();
         let mut fetched: HashMap<String, Result<(DType, Vec<usize>, Stored)>> = HashMap::new();
@@ -249,11 +254,6 @@ impl OnnxRunner {
             // One session per group under a budget, dropped (with what it allocated) before
             // the next one is built.
             let mut own = self.group_session(group)?;
-            let selector = (groups.len() > 1 && own.is_none()).then(|| {
-                group
-                    .iter()
-                    .fold(OutputSelector::no_default(), |s, n| s.with(n.clone()))
-            });
             let session = match (&mut own, &mut self.sessions) {
                 (Some(s), _) => s,
                 (None, Sessions::All(s)) => s,
@@ -261,7 +261,7 @@ impl OnnxRunner {
                     bail!("internal error: no session for a group")
                 }
             };
-            let mut results = run(session, &self.path, &self.specs, &feed, selector)?;
+            let mut results = run(session, &self.path, &self.specs, &feed)?;
             for name in group {
                 // Taking the ort value out of the map frees it as soon as it is converted.
                 let taken = match results.remove(name) {
@@ -429,7 +429,7 @@ pub fn run_plain(
     let feed = match_inputs(&model.path, &specs, inputs)?;
     let bytes = model.proto.encode_to_vec();
     let mut session = runtime::session(model, &bytes, threads, custom_ops)?;
-    let mut results = run(&mut session, &model.path, &specs, &feed, None)?;
+    let mut results = run(&mut session, &model.path, &specs, &feed)?;
     signature::output_names(model)
         .into_iter()
         .map(|name| {
@@ -527,14 +527,12 @@ impl RunOutputs {
     }
 }
 
-/// One run of `session` on `feed` (in signature order), returning every output or only
-/// those `selector` names.
+/// One run of `session` on `feed` (in signature order).
 fn run(
     session: &mut Session,
     path: &Path,
     specs: &[InputSpec],
     feed: &[&HostTensor],
-    selector: Option<OutputSelector>,
 ) -> Result<RunOutputs> {
     let shown = path.display();
     let mut inputs: Vec<DynValue> = Vec::with_capacity(feed.len());
@@ -548,20 +546,8 @@ fn run(
         .collect();
     // ort panics (rather than erroring) if ONNX Runtime ever hands back a null output; a
     // panic is never an answer, so it becomes an error like any other run failure.
-    let options = match selector {
-        None => None,
-        Some(s) => Some(
-            RunOptions::new()
-                .map_err(|e| anyhow!("ONNX Runtime run options for {shown}: {e}"))?
-                .with_outputs(s),
-        ),
-    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let outputs = match &options {
-            None => session.run(named),
-            Some(o) => session.run_with_options(named, o),
-        };
-        outputs.map(|outputs| {
+        session.run(named).map(|outputs| {
             outputs
                 .into_iter()
                 .map(|(name, v)| (name.to_string(), v))
