@@ -10,4 +10,7 @@ bash scripts/bootstrap.sh >/dev/null
 if [ ! -f tests/fixtures/manifest.json ]; then
     .venv/bin/python scripts/make_fixtures.py
 fi
+if [ ! -f tests/fixtures/lib/manifest.json ]; then
+    .venv/bin/python scripts/make_library_fixtures.py
+fi
 cargo test "$@"

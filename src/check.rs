@@ -291,7 +291,7 @@ fn assemble(
     (torch_model, onnx_model): (FileInfo, FileInfo),
 ) -> Result<Outcome> {
     let mut gate_failures = Vec::new();
-    let failing = eval.layers.iter().filter(|l| !l.cmp.pass).count();
+    let failing = eval.layers.iter().filter(|l| l.fails()).count();
     if failing > 0 {
         gate_failures.push(format!(
             "{failing} of {} layers exceed their tolerance",

@@ -181,10 +181,11 @@ const DETAILED_WORST: usize = 5;
 /// layers inherit an upstream failure, and the divergence origins.
 pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Comparisons) -> Evaluation {
     let (tv, ov) = (&torch.values, &onnx.values);
+    let unconfirmed = unconfirmed_layers(tv, pairing, &cmps);
     // A torch value is tainted when some failing layer lies upstream of it.
     let mut failing = vec![false; tv.len()];
-    for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
-        failing[p.torch] = !c.pass;
+    for ((p, c), doubt) in pairing.layers.iter().zip(&cmps.layers).zip(&unconfirmed) {
+        failing[p.torch] = !c.pass && !doubt;
     }
     let mut tainted = vec![false; tv.len()];
     for v in tv {
@@ -214,6 +215,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
                 .collect(),
             source: t.source.clone(),
             upstream_failed: tainted[p.torch],
+            unconfirmed: unconfirmed[index],
             cmp,
             torch_id: p.torch,
             onnx_id: p.onnx,
@@ -221,7 +223,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
     }
     let origins = layers
         .iter()
-        .filter(|l| !l.cmp.pass && !l.upstream_failed)
+        .filter(|l| l.fails() && !l.upstream_failed)
         .map(divergence_of)
         .collect();
     let outputs = pairing
@@ -240,6 +242,54 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
         outputs,
         origins,
     }
+}
+
+/// For each layer pair, whether its failure is unconfirmed: it exceeds its tolerance, yet
+/// the nearest paired values computed from it (layers or outputs, looking through unpaired
+/// values) exist and all pass. A real fault propagates to what is computed from it, if only
+/// weakly (two swapped channels still fail the very next layer); a value paired with the
+/// wrong ONNX value (the partial result of a decomposition) fails alone. Only the nearest
+/// consumers are asked, so a real fault whose effect fades over several layers is confirmed
+/// by the layer after it, and only the last layer it still shows at is left unconfirmed.
+fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
+    use crate::pairing::PairedBy;
+    let mut passes: Vec<Option<bool>> = vec![None; tv.len()];
+    for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
+        passes[p.torch] = Some(c.pass);
+    }
+    for (p, c) in pairing.outputs.iter().zip(&cmps.outputs) {
+        passes[p.torch] = Some(c.pass);
+    }
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); tv.len()];
+    for v in tv {
+        for &u in &v.inputs {
+            if u < tv.len() && u != v.id {
+                consumers[u].push(v.id);
+            }
+        }
+    }
+    let nearest_all_pass = |start: usize| -> bool {
+        let mut seen = vec![false; tv.len()];
+        let mut stack: Vec<usize> = consumers[start].clone();
+        let mut found = false;
+        while let Some(v) = stack.pop() {
+            if std::mem::replace(&mut seen[v], true) {
+                continue;
+            }
+            match passes[v] {
+                Some(false) => return false,
+                Some(true) => found = true,
+                None => stack.extend(&consumers[v]),
+            }
+        }
+        found
+    };
+    pairing
+        .layers
+        .iter()
+        .zip(&cmps.layers)
+        .map(|(p, c)| !c.pass && p.paired_by != PairedBy::Position && nearest_all_pass(p.torch))
+        .collect()
 }
 
 /// Element-level detail for the layers worth a close look, from one sample's captures.
@@ -262,7 +312,7 @@ pub fn details(
 /// come closest to failing.
 fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut chosen: Vec<(usize, &'static str)> = Vec::new();
-    let origins = layers.iter().filter(|l| !l.cmp.pass && !l.upstream_failed);
+    let origins = layers.iter().filter(|l| l.fails() && !l.upstream_failed);
     for (n, l) in origins.enumerate() {
         chosen.push((
             l.index,

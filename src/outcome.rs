@@ -88,12 +88,58 @@ pub struct LayerResult {
     pub source: Option<String>,
     /// Whether some layer upstream of this one already fails (its error may be inherited).
     pub upstream_failed: bool,
+    /// Exceeds its tolerance while every paired layer computed from it agrees with PyTorch:
+    /// the signature of a doubtful pair (a real fault propagates), so it is reported but
+    /// neither gated nor named as a divergence on its own.
+    pub unconfirmed: bool,
     #[serde(flatten)]
     pub cmp: Comparison,
     #[serde(skip)]
     pub torch_id: usize,
     #[serde(skip)]
     pub onnx_id: usize,
+}
+
+/// How a layer stands, the one mapping every report uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerStatus {
+    Ok,
+    /// Fails with every upstream layer passing: where an error starts.
+    Origin,
+    /// Fails below a failing layer: the error may be inherited.
+    Inherited,
+    /// Beyond tolerance, but every paired layer computed from it agrees: a doubtful pair.
+    Unconfirmed,
+}
+
+impl LayerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LayerStatus::Ok => "ok",
+            LayerStatus::Origin => "origin",
+            LayerStatus::Inherited => "inherited",
+            LayerStatus::Unconfirmed => "unconfirmed",
+        }
+    }
+}
+
+impl LayerResult {
+    /// Whether this layer counts against the gate: beyond tolerance and not unconfirmed.
+    pub fn fails(&self) -> bool {
+        !self.cmp.pass && !self.unconfirmed
+    }
+
+    pub fn status(&self) -> LayerStatus {
+        if self.cmp.pass {
+            LayerStatus::Ok
+        } else if self.unconfirmed {
+            LayerStatus::Unconfirmed
+        } else if self.upstream_failed {
+            LayerStatus::Inherited
+        } else {
+            LayerStatus::Origin
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -5,6 +5,9 @@ see `trace_inlining_autograd_functions`), exporting to ONNX with the legacy or d
 writing inputs.npz keyed by ONNX input names, and reading back what a fixture's manifest entry
 states about it (ONNX signature, opset, dynamo scope metadata, the TorchScript module paths).
 Other export helpers in scripts/ reuse `trace_inlining_autograd_functions` and `export_onnx`.
+For the library fixture family it also resolves TorchScript module paths through iterated
+containers and shared modules (`expected_modules_resolved`) and reproduces the dynamo
+exporter's old JIT-trace fallback (`export_dynamo_with_jit_fallback`).
 """
 
 import contextlib
@@ -230,3 +233,197 @@ def expected_modules(model_pt, eager_model):
                 raise AssertionError(f"TorchScript module path {path!r} not in named_modules")
             seen.append(path)
     return seen
+
+
+# Qualified module paths through iterated containers and shared instances ---------------------
+#
+# libtorch names a node's module by its inlined call stack, one frame per CallMethod, each
+# named after the *last* GetAttr that produced the callee. A container that is iterated rather
+# than called (`for layer in self.layer`, Ultralytics' `for m in self.model`) is only a GetAttr
+# on the way, so its name is lost: `encoder.0.attention` for `encoder.layer.0.attention`. A
+# module that torch.jit.trace hands to its caller as an argument (Ultralytics' shared
+# `Conv.default_act`) has no GetAttr at all: INSTANCE_NAME_UNKNOWN. The functions below walk the
+# un-inlined method graphs of the loaded model.pt instead, following every GetAttr chain, so
+# each node gets the path `named_modules()` (and the legacy exporter) would give it; a module
+# received as an argument is named by the attribute of the receiving module that holds the
+# same type, i.e. by the path it was called through (`model.4.cv1.act`).
+
+_UNKNOWN_INSTANCE_NAME = "INSTANCE_NAME_UNKNOWN"
+
+
+def _join(*parts):
+    return ".".join(p for p in parts if p)
+
+
+def _child_modules(module):
+    return dict(getattr(module, "_modules", {}) or {})
+
+
+_MANGLE = re.compile(r"___torch_mangle_\d+\.")
+
+
+def _type_name(t):
+    """Class name without TorchScript's mangling: tracing gives every instance whose
+    attributes differ its own `___torch_mangle_N` type, so the shared SiLU passed as an
+    argument and the receiving Conv's `act` attribute can have different mangled types."""
+    return _MANGLE.sub("", str(t))
+
+
+def _method_graph(module, name):
+    return module._c._get_method(name).graph
+
+
+def resolved_module_listing(model_pt):
+    """(kind, resolved path, call-stack path, block depth) of every computing TorchScript node,
+    in the order of the inlined graph. The call-stack path is what libtorch's
+    getModuleHierarchy gives after `hierarchy_to_path` (pseudo frames SELF and
+    UNKNOWN_INSTANCE dropped); prim::CallFunction bodies are one row at the caller's path
+    (their inlined nodes carry the caller's path plus a dropped UNKNOWN_INSTANCE frame)."""
+    root = torch.jit.load(model_pt)
+    rows = []
+
+    def frame(module, method, resolved, raw, arg_values):
+        graph = _method_graph(module, method)
+        inputs = list(graph.inputs())
+        # env: Value.unique() -> (module object, resolved path, last GetAttr name or marker)
+        env = {inputs[0].unique(): (module, resolved, "SELF")}
+        for v, arg in zip(inputs[1:], arg_values):
+            if arg is None:
+                continue
+            # A module passed in as an argument: name it by the receiving module's attribute
+            # of the same type (the path it was called through), else by where it came from.
+            type_str = _type_name(v.type())
+            owners = [(n, m) for n, m in _child_modules(module).items()
+                      if _type_name(m._c._type()) == type_str]
+            if len(owners) == 1:
+                # Keep the passed object for its methods: the attribute's own type may have
+                # been left uncompiled (only the instance that was traced has a forward).
+                env[v.unique()] = (arg[0], _join(resolved, owners[0][0]), None)
+            else:
+                env[v.unique()] = (arg[0], arg[1], None)
+        walk(graph.block(), env, module, resolved, raw, 0)
+
+    def walk(block, env, module, resolved, raw, depth):
+        for node in block.nodes():
+            kind = node.kind()
+            if kind == "prim::GetAttr":
+                src = env.get(node.inputsAt(0).unique())
+                if src is not None:
+                    name = node.s("name")
+                    child = _child_modules(src[0]).get(name)
+                    if child is not None:
+                        env[node.output().unique()] = (child, _join(src[1], name), name)
+                continue
+            if kind == "prim::CallMethod":
+                callee = env.get(node.inputsAt(0).unique())
+                if callee is None:
+                    raise AssertionError(f"cannot resolve the module called by {node}")
+                cmod, cpath, last = callee
+                if last == "SELF":
+                    craw = raw  # a method of the same module: pseudo frame, dropped
+                else:
+                    craw = _join(raw, last if last else _UNKNOWN_INSTANCE_NAME)
+                args = [env.get(v.unique()) for v in list(node.inputs())[1:]]
+                frame(cmod, node.s("name"), cpath, craw, args)
+                continue
+            if kind not in _SKIP_KINDS:
+                rows.append((kind, resolved, raw, depth))
+            for sub in node.blocks():
+                walk(sub, env, module, resolved, raw, depth + 1)
+
+    frame(root, "forward", "", "", [])
+    return rows
+
+
+def _ordered_unique(items):
+    seen = []
+    for i in items:
+        if i and i not in seen:
+            seen.append(i)
+    return seen
+
+
+def expected_modules_resolved(model_pt, eager_model):
+    """(expected_modules, call_paths) for models whose containers are iterated or whose
+    modules are shared.
+
+    expected_modules: resolved module paths that TorchScript nodes carry, in order; each is
+    checked against `named_modules(remove_duplicate=False)` of the eager model (a shared
+    instance is listed there under every parent). call_paths: {resolved: call-stack path} for
+    every path where libtorch's call stack says something else. The walk is cross-checked
+    against libtorch's own getModuleHierarchy: both must list the same call-stack paths in
+    the same order, otherwise the walk does not mirror inlining and this raises.
+    """
+    rows = resolved_module_listing(model_pt)
+    walk_raw = _ordered_unique(r[2] for r in rows)
+    lib_raw = _ordered_unique(r[1] for r in torch_module_listing(model_pt))
+    if walk_raw != lib_raw:
+        raise AssertionError("module walk does not mirror libtorch's call stacks:\n"
+                             f"walk: {walk_raw}\nlibtorch: {lib_raw}")
+    names = {n for n, _ in eager_model.named_modules(remove_duplicate=False)}
+    paths = _ordered_unique(r[1] for r in rows)
+    for p in paths:
+        if p not in names:
+            raise AssertionError(f"resolved TorchScript module path {p!r} not in named_modules")
+    call_paths = {}
+    for _, resolved, raw, _ in rows:
+        if resolved and resolved != raw:
+            call_paths.setdefault(resolved, raw)
+    return paths, call_paths
+
+
+# The dynamo exporter's old JIT-trace fallback ------------------------------------------------
+
+def export_dynamo_with_jit_fallback(model, inputs, path, input_names, output_names):
+    """Dynamo export that falls back the way torch.onnx did up to 2.10 when torch.export fails.
+
+    torch.onnx.export(dynamo=True) tries torch.export non-strict, then strict. Up to torch 2.10
+    it then fell back to JitTraceConvertStrategy: torch.jit.trace, converted to an
+    ExportedProgram by torch._export.converter.TS2EPConverter, whose FX nodes carry no
+    nn_module_stack (so no module scopes reach the ONNX nodes). torch 2.11 removed the
+    `fallback` option and the strategy, but not the converter: this runs the same two captures,
+    and only when both fail, the same conversion, then exports that ExportedProgram with the
+    dynamo exporter (optimize=True, like export_onnx).
+    Returns (strategy, [capture errors]); raises if torch.export succeeds (nothing fell back).
+    """
+    from torch._export.converter import TS2EPConverter
+    inputs = tuple(inputs)
+    errors = []
+    with warnings.catch_warnings(), _quiet_logging(), \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        for strict in (False, True):
+            try:
+                torch.export.export(model, inputs, strict=strict)
+            except Exception as err:  # the failure is the point
+                cause = err.__cause__ or err
+                errors.append(f"torch.export(strict={strict}): {type(cause).__name__}: "
+                              f"{str(cause).strip().splitlines()[0][:200]}")
+            else:
+                raise AssertionError(f"torch.export(strict={strict}) captured the model: "
+                                     "the dynamo exporter would not fall back")
+        traced = torch.jit.trace(model, inputs, check_trace=False, strict=False)
+        program = TS2EPConverter(traced, inputs).convert()
+        torch.onnx.export(program, inputs, path, dynamo=True, optimize=True,
+                          external_data=False, input_names=list(input_names),
+                          output_names=list(output_names), verbose=False, report=False)
+    if os.path.exists(path + ".data"):
+        raise RuntimeError("exporter wrote external data; fixtures must be self-contained")
+    return "jit_trace_convert (torch._export.converter.TS2EPConverter)", errors
+
+
+def module_scope_summary(model):
+    """Nodes carrying any pkg.torch.onnx.name_scopes, and those whose scopes name a module
+    (more than the root '' plus the node's own name)."""
+    import ast
+    nodes = list(model.graph.node)
+    with_scopes = with_module = 0
+    for n in nodes:
+        props = {p.key: p.value for p in n.metadata_props}
+        if "pkg.torch.onnx.name_scopes" in props:
+            with_scopes += 1
+            scopes = ast.literal_eval(props["pkg.torch.onnx.name_scopes"])
+            if any(s and not s.startswith("_empty_nn_module_stack") for s in scopes[:-1]):
+                with_module += 1
+    return {"nodes": len(nodes), "nodes_with_name_scopes": with_scopes,
+            "nodes_with_module_scopes": with_module}

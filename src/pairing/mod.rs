@@ -36,6 +36,10 @@ pub enum PairedBy {
     Fusion,
     /// No scopes on the ONNX side: compatible ops aligned over the whole graph.
     GlobalOrder,
+    /// Several ONNX values of a decomposition (a roll's Slice/Concat halves, GELU's partial
+    /// products) had the op's kind and shape in the same place of the order; the values
+    /// chose the one that completes the op.
+    DecomposedOp,
 }
 
 impl PairedBy {
@@ -46,6 +50,7 @@ impl PairedBy {
             PairedBy::OpOrder => "op_order",
             PairedBy::Fusion => "fusion",
             PairedBy::GlobalOrder => "global_order",
+            PairedBy::DecomposedOp => "decomposed_op",
         }
     }
 }
@@ -343,12 +348,8 @@ impl<'a> Pairer<'a> {
                 }
             }
         } else {
-            let found = align::align(reps.len(), o_ids.len(), |i, j| {
-                let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
-                same_shape(t, o) && compatible(&t.op, &o.op)
-            });
-            for (i, j) in found {
-                self.add_pair(reps[i], o_ids[j], PairedBy::OpOrder);
+            for (t, o, by) in self.align_by_order(&reps, o_ids, PairedBy::OpOrder) {
+                self.add_pair(t, o, by);
             }
         }
         for &id in t_ids {
@@ -358,6 +359,14 @@ impl<'a> Pairer<'a> {
             let op = &self.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
                 ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else if op == "prim::Loop" {
+                // The body's values are observed per iteration and paired with the unrolled
+                // ONNX nodes; the loop's result is the last iteration's value.
+                (
+                    "a loop's result is its last iteration's value, compared inside the loop"
+                        .to_string(),
+                    true,
+                )
             } else if self.is_leaf_group(key) {
                 (format!("internal to module {}", key_path(key)), true)
             } else if ops::torch_families(op).contains(&"layout") {
@@ -379,10 +388,28 @@ impl<'a> Pairer<'a> {
     }
 
     fn leave_group(&mut self, key: &str, t_ids: &[usize]) {
+        let path = key_path(key);
+        let nested = format!("{path}.");
+        // The ONNX twin exists but sits inside an If branch or Loop body, where no value can
+        // be a graph output: the control-flow node's result is compared instead.
+        let in_subgraph = self
+            .onnx
+            .uncapturable
+            .iter()
+            .filter(|_| !path.is_empty())
+            .find(|u| u.module == path || u.module.starts_with(&nested));
         for &id in t_ids {
             let op = &self.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
                 ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else if let Some(u) = in_subgraph {
+                (
+                    format!(
+                        "its ONNX twin is inside a control-flow subgraph ({}); compared through that node's result",
+                        u.reason.split(';').next().unwrap_or_default()
+                    ),
+                    true,
+                )
             } else {
                 (
                     format!("no ONNX node carries the scope '{}'", key_path(key)),
@@ -391,6 +418,61 @@ impl<'a> Pairer<'a> {
             };
             self.torch_reason.insert(id, reason);
         }
+    }
+
+    /// Pairs TorchScript values with ONNX values of compatible kind and shape, keeping the
+    /// order of both. The alignment fixes each pair's place, not always its ONNX value: when
+    /// several unpaired candidates fit between the neighbouring pairs (a decomposition whose
+    /// partial results have the op's shape), the values choose the one that completes the
+    /// op. Returns (torch id, onnx id, how).
+    fn align_by_order(
+        &self,
+        reps: &[usize],
+        o_ids: &[usize],
+        by: PairedBy,
+    ) -> Vec<(usize, usize, PairedBy)> {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let fits = |i: usize, j: usize| {
+            let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
+            same_shape(t, o) && compatible(&t.op, &o.op)
+        };
+        let found = align::align(reps.len(), o_ids.len(), fits);
+        let mut out = Vec::with_capacity(found.len());
+        let mut lower = 0;
+        for (k, &(i, j)) in found.iter().enumerate() {
+            let upper = found.get(k + 1).map_or(o_ids.len(), |&(_, next)| next);
+            let candidates: Vec<usize> = (lower..upper)
+                .filter(|&c| c == j || (fits(i, c) && !self.onnx_paired.contains(&o_ids[c])))
+                .collect();
+            let chosen = if candidates.len() > 1 {
+                self.closest(reps[i], &candidates, o_ids).unwrap_or(j)
+            } else {
+                j
+            };
+            let how = if chosen != j || candidates.len() > 1 {
+                PairedBy::DecomposedOp
+            } else {
+                by
+            };
+            out.push((reps[i], o_ids[chosen], how));
+            lower = chosen + 1;
+        }
+        out
+    }
+
+    /// The candidate (index into `o_ids`) whose value is closest to TorchScript value `t`,
+    /// the later one on a tie; `None` when some data is not at hand.
+    fn closest(&self, t: usize, candidates: &[usize], o_ids: &[usize]) -> Option<usize> {
+        let reference = self.torch.values[t].data().ok()?;
+        let mut best: Option<(f64, usize)> = None;
+        for &c in candidates.iter().rev() {
+            let test = self.onnx.values[o_ids[c]].data().ok()?;
+            let d = relative_distance(&test, &reference);
+            if best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c)
     }
 
     /// Exporters fold a module into its neighbour (BatchNorm into the preceding Conv). The
@@ -507,13 +589,8 @@ impl<'a> Pairer<'a> {
             .filter(|v| is_layer_candidate(v))
             .map(|v| v.id)
             .collect();
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let found = align::align(reps.len(), onnx_ids.len(), |i, j| {
-            let (t, o) = (&tv[reps[i]], &ov[onnx_ids[j]]);
-            same_shape(t, o) && compatible(&t.op, &o.op)
-        });
-        for (i, j) in found {
-            self.add_pair(reps[i], onnx_ids[j], PairedBy::GlobalOrder);
+        for (t, o, by) in self.align_by_order(&reps, &onnx_ids, PairedBy::GlobalOrder) {
+            self.add_pair(t, o, by);
         }
         for ids in torch_groups.values() {
             for &id in ids {

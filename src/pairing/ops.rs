@@ -19,6 +19,10 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         "batch_norm" | "instance_norm" => &["norm", "conv"],
         "layer_norm" | "group_norm" | "rms_norm" => &["norm", "arith"],
         "linear" | "addmm" | "matmul" | "mm" | "bmm" | "baddbmm" | "einsum" => &["matmul", "arith"],
+        // Exported as MatMul/Mul/Softmax/MatMul (plus a mask Add); the last MatMul completes it.
+        "scaled_dot_product_attention" => &["matmul"],
+        // Exported as Slice/Concat pairs, one per rolled dim; the last Concat completes it.
+        "roll" => &["layout", "concat"],
         "relu" | "relu6" | "hardtanh" | "clamp" | "clamp_min" | "clamp_max" | "threshold" => {
             &["relu"]
         }
@@ -58,10 +62,8 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         "argmax" | "argmin" => &["argreduce"],
         "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose"
         | "t" | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index"
-        | "index_select" | "narrow" | "chunk" | "split" | "unbind" | "gather" | "roll" | "flip"
-        | "pad" | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => {
-            &["layout"]
-        }
+        | "index_select" | "narrow" | "chunk" | "split" | "unbind" | "gather" | "flip" | "pad"
+        | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => &["layout"],
         _ => &[],
     };
     fams.to_vec()
@@ -179,7 +181,19 @@ pub fn is_bookkeeping(v: &CapturedValue) -> bool {
     }
     let is_int = matches!(v.dtype, DType::I64 | DType::I32) && v.shape.len() <= 1;
     let small = v.shape.iter().product::<usize>() <= 8;
-    is_int && small
+    if is_int && small {
+        return true;
+    }
+    // Integer and boolean tensors that only move data around (a `view` of `input_ids`, an
+    // expanded mask): their content is checked where it is computed, while pairing them by
+    // order and shape alone can meet another id tensor of the same shape (an error of 986
+    // between two unrelated index tensors is a pairing artefact, not a finding).
+    let integral = matches!(
+        v.dtype,
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::Bool
+    );
+    integral
+        && (torch_families(&v.op).contains(&"layout") || onnx_families(&v.op).contains(&"layout"))
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ fn layer_cases(outcome: &Outcome) -> Vec<Case> {
     groups
         .into_iter()
         .map(|(group, layers)| {
-            let failing: Vec<&&LayerResult> = layers.iter().filter(|l| !l.cmp.pass).collect();
+            let failing: Vec<&&LayerResult> = layers.iter().filter(|l| l.fails()).collect();
             let failure = (!failing.is_empty()).then(|| {
                 let named: Vec<String> = failing
                     .iter()

@@ -8,7 +8,7 @@
 
 use super::module_label;
 use super::terminal::fmt_num;
-use crate::outcome::{Divergence, LayerResult, Outcome, Verdict};
+use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
 use crate::tensor::format_shape;
 use std::fmt::Write;
 
@@ -83,17 +83,18 @@ fn divergence_sentence(d: &Divergence) -> String {
 }
 
 fn verdict_cell(l: &LayerResult) -> &'static str {
-    match (l.cmp.pass, l.upstream_failed) {
-        (true, _) => "ok",
-        (false, false) => "**FAIL**",
-        (false, true) => "FAIL (inherited)",
+    match l.status() {
+        LayerStatus::Ok => "ok",
+        LayerStatus::Origin => "**FAIL**",
+        LayerStatus::Inherited => "FAIL (inherited)",
+        LayerStatus::Unconfirmed => "unconfirmed",
     }
 }
 
 /// The Markdown summary of `outcome`.
 pub fn render(outcome: &Outcome) -> String {
     let mut out = String::new();
-    let failing = outcome.layers.iter().filter(|l| !l.cmp.pass).count();
+    let failing = outcome.layers.iter().filter(|l| l.fails()).count();
     match outcome.verdict {
         Verdict::Pass => {
             let _ = writeln!(
@@ -212,7 +213,7 @@ pub fn render(outcome: &Outcome) -> String {
         if c.uncapturable.is_empty() {
             String::new()
         } else {
-            format!("; {} value(s) inside if/loop bodies cannot be captured", c.uncapturable.len())
+            format!("; {} value(s) could not be captured (branches not taken, ONNX subgraphs)", c.uncapturable.len())
         }
     );
     let e = &outcome.environment;

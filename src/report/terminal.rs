@@ -6,7 +6,7 @@
 //! used only when stdout is a terminal and `NO_COLOR` is unset.
 
 use super::module_label;
-use crate::outcome::{LayerResult, Outcome, Verdict};
+use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
 use crate::tensor::format_shape;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -38,6 +38,9 @@ impl Paint {
     }
     fn green(&self, s: &str) -> String {
         self.wrap("1;32", s)
+    }
+    fn yellow(&self, s: &str) -> String {
+        self.wrap("1;33", s)
     }
     fn dim(&self, s: &str) -> String {
         self.wrap("2", s)
@@ -99,7 +102,7 @@ fn chosen_rows(outcome: &Outcome, opts: &TableOptions) -> BTreeSet<usize> {
 pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
     let paint = Paint(opts.color);
     let mut out = String::new();
-    let failed_layers = outcome.layers.iter().filter(|l| !l.cmp.pass).count();
+    let failed_layers = outcome.layers.iter().filter(|l| l.fails()).count();
     match outcome.verdict {
         Verdict::Pass => {
             let _ = writeln!(
@@ -180,12 +183,11 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         }
         last = Some(i);
         let l = &outcome.layers[i];
-        let verdict = if l.cmp.pass {
-            paint.green("ok")
-        } else if l.upstream_failed {
-            paint.red("FAIL (inherited)")
-        } else {
-            paint.red("FAIL")
+        let verdict = match l.status() {
+            LayerStatus::Ok => paint.green("ok"),
+            LayerStatus::Origin => paint.red("FAIL"),
+            LayerStatus::Inherited => paint.red("FAIL (inherited)"),
+            LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
         };
         let _ = writeln!(
             out,
@@ -325,10 +327,21 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         c.onnx_ratio * 100.0,
         failed_layers
     );
+    let unconfirmed: Vec<&LayerResult> = outcome.layers.iter().filter(|l| l.unconfirmed).collect();
+    if let Some(first) = unconfirmed.first() {
+        let _ = writeln!(
+            out,
+            "{} {} layer(s) exceed their tolerance while every paired layer computed from them agrees (a doubtful pair, not gated), first #{} {}",
+            paint.yellow("unconfirmed:"),
+            unconfirmed.len(),
+            first.index,
+            module_label(&first.module)
+        );
+    }
     if !c.uncapturable.is_empty() {
         let _ = writeln!(
             out,
-            "{} value(s) inside if/loop bodies cannot be captured (see the JSON report's coverage.uncapturable)",
+            "{} value(s) could not be captured: not run on this input or inside an ONNX control-flow subgraph (see the JSON report's coverage.uncapturable)",
             c.uncapturable.len()
         );
     }

@@ -6,7 +6,7 @@
 
 use super::convert::{from_host, to_host};
 use super::ffi::ModulePlan;
-use super::meta::{parse_hierarchy, GraphMeta, InputMeta};
+use super::meta::{GraphMeta, InputMeta, ModuleTree};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
 use crate::sniff::{sniff, FileKind};
 use crate::store::{Keep, Stored};
@@ -28,6 +28,8 @@ pub struct TorchModel {
     pub path: PathBuf,
     plan: ModulePlan,
     meta: GraphMeta,
+    /// The module path of every value in `meta.values`, resolved once against the tree.
+    scopes: Vec<Vec<ScopeLevel>>,
 }
 
 /// Rejects files that cannot be TorchScript archives before libtorch reads them.
@@ -58,10 +60,26 @@ impl TorchModel {
         let meta: GraphMeta = serde_json::from_str(&plan.meta_json())
             .context("the TorchScript shim returned unreadable metadata")
             .with_context(context)?;
+        let tree = ModuleTree::new(&meta.modules);
+        // Values of one module call share their frames: resolve each distinct stack once.
+        type Frames<'m> = (&'m str, &'m [String]);
+        let mut resolved: std::collections::HashMap<Frames, Vec<ScopeLevel>> =
+            std::collections::HashMap::new();
+        let scopes = meta
+            .values
+            .iter()
+            .map(|v| {
+                resolved
+                    .entry((v.hierarchy.as_str(), v.type_paths.as_slice()))
+                    .or_insert_with(|| tree.scope(&v.hierarchy, &v.type_paths))
+                    .clone()
+            })
+            .collect();
         Ok(TorchModel {
             path: path.to_path_buf(),
             plan,
             meta,
+            scopes,
         })
     }
 
@@ -93,9 +111,10 @@ impl TorchModel {
         self.meta
             .values
             .iter()
-            .map(|v| StaticValue {
+            .zip(&self.scopes)
+            .map(|(v, scope)| StaticValue {
                 op: v.op.clone(),
-                scope: parse_hierarchy(&v.hierarchy),
+                scope: scope.clone(),
                 source: (!v.source.is_empty()).then(|| v.source.clone()),
             })
             .collect()
@@ -115,19 +134,20 @@ impl TorchModel {
     }
 
     /// Runs the instrumented graph and returns every captured value, each kept as `keep`
-    /// says the moment it is computed.
+    /// says the moment it is computed. Values are listed in the order they were computed: a
+    /// loop body's values once per iteration (`name@iter2`), an if branch's only when taken.
     pub fn capture(&self, inputs: &[HostTensor], keep: &Keep) -> Result<Capture> {
         let tensors = self.to_torch_inputs(inputs)?;
-        let n_values = self.meta.values.len();
-        let mut kept: Vec<Option<(DType, Vec<usize>, Stored)>> = vec![None; n_values];
+        let metas = &self.meta.values;
+        let mut observed = Observed::new(metas.len());
         let mut receive = |id: usize, tensor: tch::Tensor| -> Result<()> {
-            let meta =
-                self.meta.values.get(id).ok_or_else(|| {
-                    anyhow!("the TorchScript shim observed an unknown value {id}")
-                })?;
+            let meta = metas
+                .get(id)
+                .ok_or_else(|| anyhow!("the TorchScript shim observed an unknown value {id}"))?;
             let host = to_host(&tensor).with_context(|| format!("value {}", meta.name))?;
             drop(tensor);
-            kept[id] = Some((host.dtype(), host.shape.clone(), keep.keep(host)?));
+            let (dtype, shape) = (host.dtype(), host.shape.clone());
+            observed.push(id, &meta.inputs, dtype, shape, keep.keep(host)?);
             Ok(())
         };
         let run = self.plan.capture(&tensors, &mut receive).map_err(|e| {
@@ -137,42 +157,55 @@ impl TorchModel {
                 first_line(&e.to_string())
             )
         })?;
-        let mut values = Vec::with_capacity(n_values + run.outputs.len());
+        let mut values = Vec::with_capacity(observed.values.len() + run.outputs.len());
         let mut n_inputs = 0;
-        for (id, (meta, slot)) in self.meta.values.iter().zip(kept).enumerate() {
-            let Some((dtype, shape, stored)) = slot else {
-                bail!(
-                    "the TorchScript run did not produce value {} ({})",
-                    meta.name,
-                    meta.op
-                );
-            };
+        for (id, o) in observed.values.into_iter().enumerate() {
+            let meta = &metas[o.meta];
+            if meta.block.is_empty() && o.iteration > 0 {
+                bail!("the TorchScript run produced value {} twice", meta.name);
+            }
             let role = if meta.op == "input" {
                 n_inputs += 1;
                 ValueRole::Input(n_inputs - 1)
             } else {
                 ValueRole::Intermediate
             };
+            let name = if meta.block == "loop" {
+                format!("{}@iter{}", meta.name, o.iteration)
+            } else {
+                meta.name.clone()
+            };
             values.push(CapturedValue {
                 id,
-                name: meta.name.clone(),
+                name,
                 op: meta.op.clone(),
                 node: String::new(),
-                scope: parse_hierarchy(&meta.hierarchy),
+                scope: self.scopes[o.meta].clone(),
                 source: (!meta.source.is_empty()).then(|| meta.source.clone()),
                 role,
-                dtype,
-                shape,
-                inputs: meta.inputs.clone(),
-                tensor: Some(stored),
+                dtype: o.dtype,
+                shape: o.shape,
+                inputs: o.inputs,
+                tensor: Some(o.stored),
             });
+        }
+        if let Some(missing) = metas
+            .iter()
+            .zip(&observed.latest)
+            .find(|(m, latest)| m.block.is_empty() && latest.is_none())
+        {
+            bail!(
+                "the TorchScript run did not produce value {} ({})",
+                missing.0.name,
+                missing.0.op
+            );
         }
         // The outputs point at their producers only when the shim could see every leaf.
         let producers_known = self.meta.outputs.len() == run.outputs.len();
         for (n, tensor) in run.outputs.iter().enumerate() {
             let host = to_host(tensor).with_context(|| format!("output {n}"))?;
             let producer = if producers_known {
-                self.meta.outputs[n]
+                self.meta.outputs[n].and_then(|m| observed.latest[m])
             } else {
                 None
             };
@@ -190,18 +223,25 @@ impl TorchModel {
                 tensor: Some(keep.keep(host)?),
             });
         }
-        let uncapturable = self
-            .meta
-            .uncapturable
+        // Values of an if branch not taken (or a loop that ran zero times) exist in the graph
+        // but not in this run; they are listed, not silently dropped.
+        let uncapturable = metas
             .iter()
-            .map(|u| Uncapturable {
-                name: u.name.clone(),
-                op: u.op.clone(),
-                module: parse_hierarchy(&u.hierarchy)
-                    .last()
-                    .map(|l| l.path.clone())
-                    .unwrap_or_default(),
-                reason: u.reason.clone(),
+            .zip(&self.scopes)
+            .zip(&observed.latest)
+            .filter(|((m, _), latest)| !m.block.is_empty() && latest.is_none())
+            .map(|((m, scope), _)| Uncapturable {
+                name: m.name.clone(),
+                op: m.op.clone(),
+                module: scope.last().map(|l| l.path.clone()).unwrap_or_default(),
+                reason: format!(
+                    "inside {} that did not run on this input",
+                    if m.block == "loop" {
+                        "a loop body"
+                    } else {
+                        "an if branch"
+                    }
+                ),
             })
             .collect();
         Ok(Capture {
@@ -209,6 +249,60 @@ impl TorchModel {
             values,
             uncapturable,
         })
+    }
+}
+
+/// One firing of an observe node.
+struct Firing {
+    /// Index into the graph metadata's values.
+    meta: usize,
+    /// How many times this value had fired before (loop iterations).
+    iteration: usize,
+    /// Producers, as positions in firing order.
+    inputs: Vec<usize>,
+    dtype: DType,
+    shape: Vec<usize>,
+    stored: Stored,
+}
+
+/// The observe nodes' firings in the order they happened, with each graph value's latest
+/// firing: a value computed in a loop body reads its producers' firings of the same
+/// iteration, and a value after the loop reads the last one.
+struct Observed {
+    values: Vec<Firing>,
+    latest: Vec<Option<usize>>,
+    fired: Vec<usize>,
+}
+
+impl Observed {
+    fn new(n: usize) -> Observed {
+        Observed {
+            values: Vec::new(),
+            latest: vec![None; n],
+            fired: vec![0; n],
+        }
+    }
+
+    fn push(
+        &mut self,
+        meta: usize,
+        producers: &[usize],
+        dtype: DType,
+        shape: Vec<usize>,
+        stored: Stored,
+    ) {
+        let iteration = self.fired[meta];
+        self.fired[meta] += 1;
+        let inputs = producers.iter().filter_map(|&p| self.latest[p]).collect();
+        self.latest[meta] = Some(self.values.len());
+        self.values.push(Firing {
+            meta,
+            iteration,
+            inputs,
+            dtype,
+            shape,
+            stored,
+        });
     }
 }
 

@@ -2,8 +2,9 @@
 //
 // tch exposes TorchScript modules but not their graphs, so this file loads a module, inlines
 // its `forward`, and builds a second graph function that computes the same outputs with an
-// `align_check::observe` node after every top-level tensor value. Each observe node hands its
-// tensor to a sink the Rust side passes in for the run, which copies it out at once: nothing
+// `align_check::observe` node after every tensor value (inside loop bodies and if branches
+// too). Each observe node hands its tensor to a sink the Rust side passes in for the run,
+// which copies it out at once: nothing
 // is kept alive by the graph, so memory stays at the plain forward's working set plus what the
 // sink decides to keep, and a later in-place op (relu_) cannot rewrite a value already taken.
 // Static facts about each captured value (op, module hierarchy, source line, producers) are
@@ -193,26 +194,108 @@ void collect_producers(const Value* v,
   for (const Value* in : n->inputs()) collect_producers(in, ids, out, depth + 1);
 }
 
-void list_uncapturable(const Node* node, const std::string& why, std::ostringstream& out,
-                       bool& first) {
-  for (const auto* block : node->blocks()) {
-    for (const Node* inner : block->nodes()) {
-      for (const Value* o : inner->outputs()) {
-        if (!is_tensor(o)) continue;
-        if (!first) out << ',';
-        first = false;
-        out << "{\"name\":";
-        json_escape(out, o->debugName());
-        out << ",\"op\":";
-        json_escape(out, inner->kind().toQualString());
-        out << ",\"hierarchy\":";
-        json_escape(out, torch::jit::utils::getNodesModuleHierarchy(*inner));
-        out << ",\"reason\":";
-        json_escape(out, why);
-        out << '}';
+// Qualified module path of each module type that exactly one module of the archive has.
+// Tracing gives every submodule a type of its own, so a call frame's type names the module
+// even where the frame's instance name does not (a container iterated, not called, drops
+// its level from the names; two sibling branches of the same shape repeat the same names).
+using TypePaths = std::unordered_map<const c10::ClassType*, std::string>;
+
+TypePaths unique_type_paths(const torch::jit::Module& root) {
+  TypePaths paths;
+  std::unordered_map<const c10::ClassType*, int> seen;
+  for (const auto& named : root.named_modules()) {
+    const c10::ClassType* type = named.value.type().get();
+    if (++seen[type] == 1) paths[type] = named.name;
+    else paths.erase(type);
+  }
+  return paths;
+}
+
+// For each frame of the node's inlined call stack (the frames getNodesModuleHierarchy
+// writes, in the same order), the path its module type resolves to, or "" where the type
+// is shared or the instance was not reached through an attribute (a module passed in as an
+// argument is called under its own type, which need not be the caller's attribute's).
+void write_type_paths(std::ostringstream& meta, const Node* node, const TypePaths& paths) {
+  meta << '[';
+  if (auto cs = node->callstack()) {
+    bool first = true;
+    for (const auto& entry : (*cs)->vec()) {
+      if (!first) meta << ',';
+      first = false;
+      const auto& info = std::get<torch::jit::kModuleInstanceInfo>(entry);
+      std::string path;
+      if (info.has_value() && info->class_type() &&
+          info->instance_name() != "INSTANCE_NAME_UNKNOWN") {
+        auto it = paths.find(info->class_type().get());
+        if (it != paths.end()) path = it->second;
       }
-      list_uncapturable(inner, why, out, first);
+      json_escape(meta, path);
     }
+  }
+  meta << ']';
+}
+
+// Writes one captured value's static description: name, op, module hierarchy, source line,
+// producers, and the control-flow block it sits in ("" at top level, "loop" or "if").
+void write_value(std::ostringstream& meta, bool first, const Value* out, Node* node,
+                 const std::vector<size_t>& producers, const char* block,
+                 const TypePaths& type_paths) {
+  meta << (first ? "" : ",") << "{\"name\":";
+  json_escape(meta, out->debugName());
+  meta << ",\"op\":";
+  json_escape(meta, node->kind().toQualString());
+  meta << ",\"hierarchy\":";
+  json_escape(meta, torch::jit::utils::getNodesModuleHierarchy(*node));
+  meta << ",\"type_paths\":";
+  write_type_paths(meta, node, type_paths);
+  meta << ",\"source\":";
+  json_escape(meta, source_of(node));
+  meta << ",\"block\":\"" << block << "\",\"inputs\":[";
+  for (size_t p = 0; p < producers.size(); ++p) meta << (p ? "," : "") << producers[p];
+  meta << "]}";
+}
+
+// Gives every tensor output of the nodes in `block` an id, recursing into the bodies of
+// loops and the branches of ifs: the observe node inserted after each one fires once per
+// iteration (a loop) or only when its branch is taken (an if), and the Rust side records
+// each firing as its own value, in the order they happen.
+void collect_values(torch::jit::Block* block, const char* kind, const TypePaths& type_paths,
+                    std::unordered_map<const Value*, size_t>& ids,
+                    std::vector<Value*>& captured, std::ostringstream& meta) {
+  for (Node* node : block->nodes()) {
+    if (is_structural(node)) continue;
+    if (node->kind() == c10::prim::Loop) {
+      for (auto* b : node->blocks()) collect_values(b, "loop", type_paths, ids, captured, meta);
+    } else if (node->kind() == c10::prim::If) {
+      // An if inside a loop body still repeats per iteration: the loop kind wins.
+      const char* inner = std::strcmp(kind, "loop") == 0 ? "loop" : "if";
+      for (auto* b : node->blocks()) collect_values(b, inner, type_paths, ids, captured, meta);
+    }
+    for (Value* out : node->outputs()) {
+      if (!is_tensor(out)) continue;
+      std::vector<size_t> producers;
+      for (const Value* in : node->inputs()) collect_producers(in, ids, producers, 0);
+      write_value(meta, captured.empty(), out, node, producers, kind, type_paths);
+      ids[out] = captured.size();
+      captured.push_back(out);
+    }
+  }
+}
+
+// Every module of the loaded archive with its qualified name and class, so the Rust side can
+// restore path levels the call stack does not show (a container iterated, not called; one
+// instance shared by several parents).
+void write_modules(const torch::jit::Module& root, std::ostringstream& meta) {
+  bool first = true;
+  for (const auto& named : root.named_modules()) {
+    if (!first) meta << ',';
+    first = false;
+    meta << "{\"path\":";
+    json_escape(meta, named.name);
+    meta << ",\"class\":";
+    auto type = named.value.type();
+    json_escape(meta, type && type->name() ? type->name()->name() : std::string());
+    meta << '}';
   }
 }
 
@@ -247,8 +330,6 @@ Plan* build_plan(const std::string& path) {
   plan->n_user_inputs = graph_inputs.size() - 1;
   meta << "],\"values\":[";
 
-  std::vector<Node*> top_nodes(graph->nodes().begin(), graph->nodes().end());
-
   bool first_value = true;
   // Inputs first, in the same order as the JSON "inputs" list.
   for (size_t k = 0; k < captured.size(); ++k) {
@@ -256,37 +337,12 @@ Plan* build_plan(const std::string& path) {
     first_value = false;
     meta << "{\"name\":";
     json_escape(meta, captured[k]->debugName());
-    meta << ",\"op\":\"input\",\"hierarchy\":\"\",\"source\":\"\",\"inputs\":[]}";
+    meta << ",\"op\":\"input\",\"hierarchy\":\"\",\"source\":\"\",\"block\":\"\",\"inputs\":[]}";
   }
-  std::ostringstream uncapturable;
-  bool first_unc = true;
-  for (Node* node : top_nodes) {
-    if (is_structural(node)) continue;
-    if (node->kind() == c10::prim::Loop) {
-      list_uncapturable(node, "inside the body of a loop (prim::Loop); the loop's results are captured", uncapturable, first_unc);
-    } else if (node->kind() == c10::prim::If) {
-      list_uncapturable(node, "inside a branch of an if (prim::If); the if's results are captured", uncapturable, first_unc);
-    }
-    for (Value* out : node->outputs()) {
-      if (!is_tensor(out)) continue;
-      std::vector<size_t> producers;
-      for (const Value* in : node->inputs()) collect_producers(in, ids, producers, 0);
-      ids[out] = captured.size();
-      captured.push_back(out);
-      meta << ",{\"name\":";
-      json_escape(meta, out->debugName());
-      meta << ",\"op\":";
-      json_escape(meta, node->kind().toQualString());
-      meta << ",\"hierarchy\":";
-      json_escape(meta, torch::jit::utils::getNodesModuleHierarchy(*node));
-      meta << ",\"source\":";
-      json_escape(meta, source_of(node));
-      meta << ",\"inputs\":[";
-      for (size_t p = 0; p < producers.size(); ++p) meta << (p ? "," : "") << producers[p];
-      meta << "]}";
-    }
-  }
-  meta << "],\"uncapturable\":[" << uncapturable.str() << "],\"outputs\":[";
+  collect_values(graph->block(), "", unique_type_paths(plan->module), ids, captured, meta);
+  meta << "],\"modules\":[";
+  write_modules(plan->module, meta);
+  meta << "],\"outputs\":[";
 
   // Which captured values the original graph returns, so outputs can point at their
   // producer. Tuples and lists built in the graph are looked through one level.

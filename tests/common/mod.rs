@@ -21,6 +21,29 @@ pub fn manifest() -> Vec<Value> {
         .collect()
 }
 
+/// Entries of the second fixture family (`tests/fixtures/lib/`, models from transformers,
+/// timm and Ultralytics, written by `scripts/make_library_fixtures.py`), with their names
+/// made relative to `tests/fixtures` (`lib/bert_legacy`) so `fixture` and `check_fixture`
+/// take them as they are.
+pub fn library_manifest() -> Vec<Value> {
+    let path = fixtures_dir().join("lib/manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{} cannot be read ({e}): run .venv/bin/python scripts/make_library_fixtures.py",
+            path.display()
+        )
+    });
+    let all: Vec<Value> = serde_json::from_str(&text).expect("library manifest is JSON");
+    all.into_iter()
+        .filter(|e| e["export_error"].is_null())
+        .map(|mut e| {
+            let name = format!("lib/{}", e["name"].as_str().unwrap_or_default());
+            e["name"] = Value::String(name);
+            e
+        })
+        .collect()
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     fixtures_dir().join(name)
 }

@@ -233,13 +233,9 @@ fn legend() -> Vec<LegendEntry> {
     v
 }
 
-/// `ok`, `origin` (fails with every upstream layer passing) or `inherited`.
+/// `ok`, `origin`, `inherited` or `unconfirmed` (see [`LayerStatus`]).
 pub fn status_of(layer: &LayerResult) -> &'static str {
-    match (layer.cmp.pass, layer.upstream_failed) {
-        (true, _) => "ok",
-        (false, false) => "origin",
-        (false, true) => "inherited",
-    }
+    layer.status().as_str()
 }
 
 /// A number as the table sorts it: `parseFloat` reads every one of these, NaN sorts as the
