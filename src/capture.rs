@@ -63,6 +63,11 @@ pub struct CapturedValue {
     pub node: String,
     /// Module scope of the producing node, outermost first; empty for top-level ops.
     pub scope: Vec<ScopeLevel>,
+    /// Whether the format recorded where the producing node came from. False for nodes a
+    /// graph optimiser added without any scope record (the dynamo exporter's `Split` or
+    /// `Transpose` rewrites, a simplifier's fused nodes): their empty scope means
+    /// "unknown", not "top level".
+    pub scope_recorded: bool,
     /// Python source location (`model.py:42`) where the format records it.
     pub source: Option<String>,
     pub role: ValueRole,

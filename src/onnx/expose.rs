@@ -9,7 +9,7 @@
 //! Scan subgraphs) cannot be outputs of the main graph; they are listed as uncapturable.
 
 use super::proto;
-use super::scope::{node_scope, node_source};
+use super::scope::{has_scope_record, node_scope, node_source};
 use crate::capture::{ScopeLevel, Uncapturable};
 use anyhow::{bail, Result};
 use std::cmp::Reverse;
@@ -28,6 +28,8 @@ pub struct ExposedValue {
     /// `Conv`; ops of other domains as `domain::Op` (`com.microsoft::FusedConv`).
     pub op_type: String,
     pub scope: Vec<ScopeLevel>,
+    /// See `CapturedValue::scope_recorded`.
+    pub scope_recorded: bool,
     /// Python `file:line` from the dynamo exporter's stack trace, where present.
     pub source: Option<String>,
     /// The producing node's non-empty inputs, in order (weights and constants included).
@@ -80,6 +82,7 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
                 node_name: node.name().to_string(),
                 op_type: op_name(node),
                 scope: scope.clone(),
+                scope_recorded: has_scope_record(node),
                 source: source.clone(),
                 input_names: input_names.clone(),
             });

@@ -40,6 +40,13 @@ pub fn node_scope(node: &proto::NodeProto) -> Vec<ScopeLevel> {
     legacy_scope(node.name())
 }
 
+/// Whether the node says where it came from at all: dynamo scope metadata (possibly the
+/// empty scope of a top-level op) or a legacy name (`/Add` at top level). Nodes a graph
+/// optimiser added carry neither; their empty scope means "unknown", not "top level".
+pub fn has_scope_record(node: &proto::NodeProto) -> bool {
+    metadata(node, NAME_SCOPES_KEY).is_some() || node.name().starts_with('/')
+}
+
 /// The value of a node's metadata entry `key`, if present.
 pub fn metadata<'a>(node: &'a proto::NodeProto, key: &str) -> Option<&'a str> {
     node.metadata_props

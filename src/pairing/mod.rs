@@ -492,6 +492,15 @@ impl<'a> Pairer<'a> {
                     .map(|&id| (id, key_path(k).to_string()))
             })
             .collect();
+        // A normalisation that is a functional op of a module with children (timm's
+        // BatchNormAct2d calls F.batch_norm, then its own `act`) folds into the Conv too.
+        module_outputs.extend(
+            torch_groups
+                .iter()
+                .filter(|(k, _)| !self.is_leaf_group(k))
+                .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, key_path(k).to_string())))
+                .filter(|&(id, _)| ops::folds_into_conv(&tv[id].op)),
+        );
         module_outputs.sort();
         let output_of: HashMap<usize, String> = module_outputs.iter().cloned().collect();
 

@@ -121,6 +121,11 @@ pub fn compatible(torch_op: &str, onnx_op: &str) -> bool {
     bare.eq_ignore_ascii_case(&onnx_bare)
 }
 
+/// Normalisations an exporter folds into the preceding convolution in eval mode.
+pub fn folds_into_conv(torch_op: &str) -> bool {
+    matches!(torch_op, "aten::batch_norm" | "aten::instance_norm")
+}
+
 /// Ops whose output equals their input in eval mode; ONNX drops them.
 pub fn vanishes_in_onnx(torch_op: &str) -> bool {
     matches!(

@@ -74,22 +74,42 @@ pub fn assign_keys(
     // (raw path, normalised path, call) of the previous keyed value, per depth.
     let mut prev: Vec<(String, usize)> = Vec::new();
     let mut keys = Vec::with_capacity(values.len());
+    let mut unknown: Vec<usize> = Vec::new();
+    // (parent key, raw path) -> call index, for legacy-named nodes.
+    let mut legacy_calls: HashMap<(String, String), usize> = HashMap::new();
     for v in values {
         if skip(v) {
             keys.push(None);
             continue;
         }
+        if !v.scope_recorded {
+            // Neither a key of its own nor a break in the run around it; it joins the call
+            // it feeds (an optimiser's Split feeds the attention that unpacks it).
+            unknown.push(keys.len());
+            keys.push(None);
+            continue;
+        }
+        let depth = v.scope.len();
         let levels: Vec<(&ScopeLevel, String)> = v
             .scope
             .iter()
-            .map(|l| {
-                let norm = match torch_paths {
-                    Some(known) => normalise(&l.path, known),
-                    None => l.path.clone(),
-                };
-                (l, norm)
+            .enumerate()
+            .filter_map(|(i, l)| match torch_paths {
+                Some(known) => {
+                    let norm = normalise(&l.path, known);
+                    // An outer level TorchScript never saw called is a container that is
+                    // iterated, not called (`for block in self.h:`); the dynamo exporter
+                    // lists it, libtorch's call stack does not. It would only split keys.
+                    (i + 1 == depth || known.contains(&norm)).then_some((l, norm))
+                }
+                None => Some((l, l.path.clone())),
             })
             .collect();
+        // The legacy exporter names every call of a module apart (`relu`, `relu_1`), so one
+        // raw path under one parent call is one call even when a graph tool interleaved its
+        // nodes with another branch's. Dynamo scopes repeat the path; only runs tell calls
+        // apart there.
+        let named_calls = v.node.starts_with('/');
         let mut current: Vec<(String, usize)> = Vec::with_capacity(levels.len());
         let mut continuing = true;
         let mut key = String::new();
@@ -98,9 +118,16 @@ pub fn assign_keys(
                 Some((raw, call)) if continuing && raw == &level.path => *call,
                 _ => {
                     continuing = false;
-                    let counter = counters.entry(norm.clone()).or_insert(0);
-                    *counter += 1;
-                    *counter - 1
+                    let seen = (key.clone(), level.path.clone());
+                    match named_calls.then(|| legacy_calls.get(&seen)).flatten() {
+                        Some(&call) => call,
+                        None => {
+                            let counter = counters.entry(norm.clone()).or_insert(0);
+                            *counter += 1;
+                            legacy_calls.insert(seen, *counter - 1);
+                            *counter - 1
+                        }
+                    }
                 }
             };
             current.push((level.path.clone(), call));
@@ -111,6 +138,11 @@ pub fn assign_keys(
         }
         prev = current;
         keys.push(Some(key));
+    }
+    for &i in unknown.iter().rev() {
+        let next = keys[i + 1..].iter().flatten().next();
+        let prev = keys[..i].iter().rev().flatten().next();
+        keys[i] = next.or(prev).cloned();
     }
     keys
 }
@@ -143,6 +175,7 @@ mod tests {
                     class: String::new(),
                 })
                 .collect(),
+            scope_recorded: true,
             source: None,
             role: ValueRole::Intermediate,
             dtype: DType::F32,
@@ -185,9 +218,47 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_legacy_calls_stay_one_call() {
+        let torch: HashSet<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        let mut values = vec![value(0, &["a"]), value(1, &["b"]), value(2, &["a"])];
+        for v in &mut values {
+            v.node = format!("/{}/Op", v.scope[0].path);
+        }
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[0].as_deref(), Some("a#0"));
+        assert_eq!(keys[2].as_deref(), Some("a#0"));
+    }
+
+    #[test]
     fn suffix_kept_when_it_is_a_real_module_name() {
         let torch: HashSet<String> = ["conv_1", "conv"].iter().map(|s| s.to_string()).collect();
         assert_eq!(normalise("conv_1", &torch), "conv_1");
+    }
+
+    #[test]
+    fn containers_only_one_side_calls_do_not_split_keys() {
+        let torch: HashSet<String> = ["h.0", "h.0.attn"].iter().map(|s| s.to_string()).collect();
+        let values = vec![value(0, &["h", "h.0", "h.0.attn"]), value(1, &["h", "h.0"])];
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[0].as_deref(), Some("h.0#0/h.0.attn#0"));
+        assert_eq!(keys[1].as_deref(), Some("h.0#0"));
+    }
+
+    #[test]
+    fn values_without_a_scope_record_join_the_call_they_feed() {
+        let mut values = vec![
+            value(0, &["a"]),
+            value(1, &[]),
+            value(2, &["a"]),
+            value(3, &[]),
+        ];
+        values[1].scope_recorded = false;
+        values[3].scope_recorded = false;
+        let keys = assign_keys(&values, &|_| false, None);
+        assert_eq!(keys[0].as_deref(), Some("a#0"));
+        assert_eq!(keys[1].as_deref(), Some("a#0"));
+        assert_eq!(keys[2].as_deref(), Some("a#0"));
+        assert_eq!(keys[3].as_deref(), Some("a#0"));
     }
 
     #[test]

@@ -50,6 +50,7 @@ impl Builder {
                 String::new()
             },
             scope: levels,
+            scope_recorded: true,
             source: None,
             role,
             dtype: DType::F32,
