@@ -75,8 +75,11 @@ pub fn assign_keys(
     let mut prev: Vec<(String, usize)> = Vec::new();
     let mut keys = Vec::with_capacity(values.len());
     let mut unknown: Vec<usize> = Vec::new();
-    // (parent key, raw path) -> call index, for legacy-named nodes.
+    let parents = parent_paths(values);
+    // (parent key, raw path) -> latest call index, for legacy-named nodes.
     let mut legacy_calls: HashMap<(String, String), usize> = HashMap::new();
+    // Innermost raw path -> the ops its latest call ran.
+    let mut leaf_ops: HashMap<String, HashSet<String>> = HashMap::new();
     for v in values {
         if skip(v) {
             keys.push(None);
@@ -108,8 +111,18 @@ pub fn assign_keys(
         // The legacy exporter names every call of a module apart (`relu`, `relu_1`), so one
         // raw path under one parent call is one call even when a graph tool interleaved its
         // nodes with another branch's. Dynamo scopes repeat the path; only runs tell calls
-        // apart there.
+        // apart there. A leaf module's call runs each op once outside a run, so its op coming
+        // again starts its next call, and the next call of every module around it that the
+        // run left (an unrolled loop repeats `/body/conv/Conv` as `Conv_1`).
         let named_calls = v.node.starts_with('/');
+        let innermost = levels
+            .last()
+            .map(|(l, _)| l.path.clone())
+            .unwrap_or_default();
+        let next_call = !parents.contains(&innermost)
+            && leaf_ops
+                .get(&innermost)
+                .is_some_and(|ops| ops.contains(&v.op));
         let mut current: Vec<(String, usize)> = Vec::with_capacity(levels.len());
         let mut continuing = true;
         let mut key = String::new();
@@ -119,12 +132,18 @@ pub fn assign_keys(
                 _ => {
                     continuing = false;
                     let seen = (key.clone(), level.path.clone());
-                    match named_calls.then(|| legacy_calls.get(&seen)).flatten() {
+                    match legacy_calls
+                        .get(&seen)
+                        .filter(|_| named_calls && !next_call)
+                    {
                         Some(&call) => call,
                         None => {
                             let counter = counters.entry(norm.clone()).or_insert(0);
                             *counter += 1;
                             legacy_calls.insert(seen, *counter - 1);
+                            if depth + 1 == levels.len() {
+                                leaf_ops.remove(&innermost);
+                            }
                             *counter - 1
                         }
                     }
@@ -136,6 +155,7 @@ pub fn assign_keys(
             }
             key.push_str(&format!("{norm}#{call}"));
         }
+        leaf_ops.entry(innermost).or_default().insert(v.op.clone());
         prev = current;
         keys.push(Some(key));
     }
@@ -220,13 +240,24 @@ mod tests {
     #[test]
     fn interleaved_legacy_calls_stay_one_call() {
         let torch: HashSet<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
-        let mut values = vec![value(0, &["a"]), value(1, &["b"]), value(2, &["a"])];
-        for v in &mut values {
-            v.node = format!("/{}/Op", v.scope[0].path);
+        let mut values = vec![
+            value(0, &["a"]),
+            value(1, &["b"]),
+            value(2, &["a"]),
+            value(3, &["b"]),
+            value(4, &["a"]),
+        ];
+        let ops = ["Sigmoid", "Conv", "Mul", "Relu", "Sigmoid"];
+        for (v, op) in values.iter_mut().zip(ops) {
+            v.node = format!("/{}/{op}", v.scope[0].path);
+            v.op = op.to_string();
         }
         let keys = assign_keys(&values, &|_| false, Some(&torch));
         assert_eq!(keys[0].as_deref(), Some("a#0"));
         assert_eq!(keys[2].as_deref(), Some("a#0"));
+        // The op comes again in a leaf module: a new call (an unrolled loop's next iteration).
+        assert_eq!(keys[3].as_deref(), Some("b#0"));
+        assert_eq!(keys[4].as_deref(), Some("a#1"));
     }
 
     #[test]
