@@ -217,6 +217,18 @@ fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
     }
 }
 
+/// Per value, whether no graph input reaches it other than through its shape (it is computed
+/// from weights, constants and sizes only). Producers come before their consumers in
+/// execution order.
+fn constant_values(values: &[CapturedValue]) -> Vec<bool> {
+    let mut constant = vec![false; values.len()];
+    for v in values {
+        constant[v.id] = v.role == ValueRole::Intermediate
+            && (ops::reads_only_shape(&v.op) || v.inputs.iter().all(|&u| u < v.id && constant[u]));
+    }
+    constant
+}
+
 /// ONNX values of a module call and of everything nested in it, in execution order. A
 /// TorchScript module that is a leaf may still hold ONNX sub-scopes: a scripted loop body is
 /// unrolled by the exporter into `/body/conv/Conv`, `/body/conv/Conv_1`, ...
@@ -255,8 +267,14 @@ fn is_layer_candidate(v: &CapturedValue) -> bool {
 impl<'a> Pairer<'a> {
     fn new(torch: &'a Capture, onnx: &'a Capture) -> Self {
         let skip = |v: &CapturedValue| !is_layer_candidate(v);
+        // What no model input reaches (position ids from an `arange`, an all-ones mask, a
+        // detector's anchor grid) is folded into initializers by the exporters: it is
+        // bookkeeping like shape arithmetic, and pairing it by order and shape could only
+        // meet some unrelated ONNX value.
+        let constant = constant_values(&torch.values);
+        let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
         let torch_paths = known_paths(&torch.values);
-        let torch_keys = assign_keys(&torch.values, &skip, None);
+        let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let onnx_keys = assign_keys(&onnx.values, &skip, Some(&torch_paths));
         let onnx_has_scopes = onnx.values.iter().any(|v| !v.scope.is_empty());
         Pairer {
@@ -619,6 +637,7 @@ impl<'a> Pairer<'a> {
     fn finish(self, p: &mut Pairing, torch_groups: &BTreeMap<GroupKey, Vec<usize>>) {
         let tv = &self.torch.values;
         let ov = &self.onnx.values;
+
         let mut layers: Vec<Pair> = self
             .torch_to_onnx
             .iter()

@@ -121,6 +121,24 @@ pub fn compatible(torch_op: &str, onnx_op: &str) -> bool {
     bare.eq_ignore_ascii_case(&onnx_bare)
 }
 
+/// Ops whose result depends on their tensor arguments' shape and dtype only, never on their
+/// values: with static input shapes the exporter folds them to constants.
+pub fn reads_only_shape(torch_op: &str) -> bool {
+    matches!(
+        torch_op,
+        "prim::NumToTensor"
+            | "aten::size"
+            | "aten::new_ones"
+            | "aten::new_zeros"
+            | "aten::new_full"
+            | "aten::new_empty"
+            | "aten::zeros_like"
+            | "aten::ones_like"
+            | "aten::full_like"
+            | "aten::empty_like"
+    )
+}
+
 /// Normalisations an exporter folds into the preceding convolution in eval mode.
 pub fn folds_into_conv(torch_op: &str) -> bool {
     matches!(torch_op, "aten::batch_norm" | "aten::instance_norm")

@@ -60,7 +60,17 @@ fn normalise(path: &str, torch_paths: &HashSet<String>) -> String {
             _ => direct,
         };
     }
-    out
+    if torch_paths.contains(&out) {
+        return out;
+    }
+    // The legacy exporter names a scripted ModuleList's items by their index alone (`0` for
+    // `blocks.0`): the one TorchScript path that ends with the whole ONNX path.
+    let suffix = format!(".{out}");
+    let mut ending = torch_paths.iter().filter(|p| p.ends_with(&suffix));
+    match (ending.next(), ending.next()) {
+        (Some(only), None) => only.clone(),
+        _ => out,
+    }
 }
 
 /// Assigns each value its module-call key. `skip` marks values (bookkeeping) that neither get
@@ -258,6 +268,17 @@ mod tests {
         // The op comes again in a leaf module: a new call (an unrolled loop's next iteration).
         assert_eq!(keys[3].as_deref(), Some("b#0"));
         assert_eq!(keys[4].as_deref(), Some("a#1"));
+    }
+
+    #[test]
+    fn container_level_missing_on_the_onnx_side_is_found_by_suffix() {
+        let torch: HashSet<String> = ["blocks.0", "blocks.1", "head.0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(normalise("1", &torch), "blocks.1");
+        // Two candidates: no guess.
+        assert_eq!(normalise("0", &torch), "0");
     }
 
     #[test]

@@ -158,15 +158,14 @@ impl TorchModel {
             )
         })?;
         let mut values = Vec::with_capacity(observed.values.len() + run.outputs.len());
-        let mut n_inputs = 0;
         for (id, o) in observed.values.into_iter().enumerate() {
             let meta = &metas[o.meta];
             if meta.block.is_empty() && o.iteration > 0 {
                 bail!("the TorchScript run produced value {} twice", meta.name);
             }
+            // The metadata lists the tensor arguments first, in argument order.
             let role = if meta.op == "input" {
-                n_inputs += 1;
-                ValueRole::Input(n_inputs - 1)
+                ValueRole::Input(o.meta)
             } else {
                 ValueRole::Intermediate
             };

@@ -27,6 +27,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 using torch::jit::Node;
@@ -191,6 +192,12 @@ void collect_producers(const Value* v,
   if (depth > 4) return;
   const Node* n = v->node();
   if (n->kind() == c10::prim::Param || n->kind() == c10::prim::Constant) return;
+  // Reading a tensor's dtype, device, rank or sizes is not a data dependency: an `arange`
+  // sized and typed after the input computes the same values whatever the input holds.
+  static const std::unordered_set<std::string> metadata_reads = {
+      "prim::dtype", "prim::device", "prim::layout", "aten::dim", "aten::size", "aten::numel",
+      "prim::shape", "aten::len"};
+  if (metadata_reads.count(n->kind().toQualString()) != 0) return;
   for (const Value* in : n->inputs()) collect_producers(in, ids, out, depth + 1);
 }
 
@@ -235,6 +242,20 @@ void write_type_paths(std::ostringstream& meta, const Node* node, const TypePath
   meta << ']';
 }
 
+// Whether argument `i` of `node` only lends its dtype, device or shape: `x.type_as(other)`,
+// `x.expand_as(other)`, `other.new_ones(size)`. The result does not depend on its values.
+bool metadata_argument(const Node* node, size_t i) {
+  static const std::unordered_set<std::string> second = {
+      "aten::type_as", "aten::expand_as", "aten::view_as", "aten::reshape_as"};
+  static const std::unordered_set<std::string> first = {
+      "aten::new_ones", "aten::new_zeros", "aten::new_empty", "aten::new_full",
+      "aten::zeros_like", "aten::ones_like", "aten::empty_like"};
+  const std::string kind = node->kind().toQualString();
+  if (i == 1 && second.count(kind) != 0) return true;
+  if (i == 1 && kind == "aten::to" && is_tensor(node->input(1))) return true;
+  return i == 0 && first.count(kind) != 0;
+}
+
 // Writes one captured value's static description: name, op, module hierarchy, source line,
 // producers, and the control-flow block it sits in ("" at top level, "loop" or "if").
 void write_value(std::ostringstream& meta, bool first, const Value* out, Node* node,
@@ -274,7 +295,9 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
     for (Value* out : node->outputs()) {
       if (!is_tensor(out)) continue;
       std::vector<size_t> producers;
-      for (const Value* in : node->inputs()) collect_producers(in, ids, producers, 0);
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        if (!metadata_argument(node, i)) collect_producers(node->input(i), ids, producers, 0);
+      }
       write_value(meta, captured.empty(), out, node, producers, kind, type_paths);
       ids[out] = captured.size();
       captured.push_back(out);
@@ -366,14 +389,19 @@ Plan* build_plan(const std::string& path) {
   meta << "]}";
 
   // An observe node right after each captured value's producer (graph inputs: before the
-  // first node), carrying the value's position in the metadata as its id.
+  // first node, one after the other so they fire in argument order), carrying the value's
+  // position in the metadata as its id. Values fire in execution order, which the Rust side
+  // keeps.
   static const c10::Symbol observe_op = c10::Symbol::fromQualString("align_check::observe");
+  Node* inputs_end = graph->param_node();
   for (size_t id = 0; id < captured.size(); ++id) {
     Value* v = captured[id];
-    Node* after = v->node()->kind() == c10::prim::Param ? graph->param_node() : v->node();
+    bool is_input = v->node()->kind() == c10::prim::Param;
+    Node* after = is_input ? inputs_end : v->node();
     torch::jit::WithInsertPoint guard(after->next());
     Value* id_const = graph->insertConstant(static_cast<int64_t>(id));
-    graph->insertNode(graph->create(observe_op, {v, id_const}, 0));
+    Node* observe = graph->insertNode(graph->create(observe_op, {v, id_const}, 0));
+    if (is_input) inputs_end = observe;
   }
 
   plan->capture_fn = std::make_unique<torch::jit::GraphFunction>(
