@@ -553,9 +553,12 @@ def make_faults():
         "h.0.attn.c_attn",
         lambda m: faults.offset_initializer_range(m, gemm, 2, 32, 64, 1.0),
         kind="invisible_at_outputs", invisible=True,
-        extra={"hint": "A real fault whose effect vanishes downstream: it propagates through "
+        extra={"completing_onnx_node": "/h.0/attn/c_attn/Reshape_1",
+               "completing_onnx_op": "Reshape",
+               "hint": "A real fault whose effect vanishes downstream: it propagates through "
                        "aten::split/view/transpose/matmul/mul/add and stops at softmax. "
-                       "Call stack path: 0.attn.c_attn."}))
+                       "Call stack path: 0.attn.c_attn. Conv1D's output is the view after "
+                       "its addmm (the Reshape after the Gemm)."}))
 
     # 8. In a scope-less graph (the fallback export, metadata stripped).
     fb = "gpt2_dynamo_fallback"
@@ -568,8 +571,9 @@ def make_faults():
         "h.1.mlp.c_proj",
         lambda m: faults.scale_initializer_slice(m, gemm_fb, 1, 1.2, axis=1, index=5),
         kind="scopeless_graph_weight",
-        extra={"hint": "No node carries any metadata; node names are FX names. Conv1D is "
-                       "addmm -> one Gemm (completes the op)."}))
+        extra={"completing_onnx_node": "node_view_23", "completing_onnx_op": "Reshape",
+               "hint": "No node carries any metadata; node names are FX names. Conv1D is "
+                       "view -> addmm (one Gemm) -> view; its output is the last view."}))
 
     # 9. A conv fused into timm's BatchNormAct2d, dynamo export.
     conv = node_by_scope("mobilevit_dynamo", "Conv", "stages.1.0.conv2_kxk.bn")

@@ -177,14 +177,22 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
     Ok(())
 }
 
-/// Whether two values can hold the same tensor: same element count and the same dims once
-/// unit dims are dropped (`[1, 8]` against `[8]` is a squeeze, not a different tensor).
+/// Whether two values can hold the same tensor in the same element order: the same dims once
+/// unit dims are dropped (`[1, 8]` against `[8]` is a squeeze), or the same element count and
+/// last dim (`[2, 8, 32]` against `[16, 32]`: a simplifier that fused a Linear into a Gemm
+/// leaves its leading dims merged).
 fn same_shape(a: &CapturedValue, b: &CapturedValue) -> bool {
     if a.shape == b.shape {
         return true;
     }
     let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    // Only the flattened 2-D form: a same-rank tensor with the same last dim is as likely a
+    // transpose of it (`[2, 8, 2, 16]` against `[2, 2, 8, 16]`).
+    let flattened = |x: &[usize], y: &[usize]| x.len() == 2 && y.len() > 2 && x.last() == y.last();
     squeeze(&a.shape) == squeeze(&b.shape)
+        || (numel(&a.shape) == numel(&b.shape)
+            && (flattened(&a.shape, &b.shape) || flattened(&b.shape, &a.shape)))
 }
 
 /// Largest |a - b| over the largest |b|: the quick measure fusion uses to choose.
@@ -276,7 +284,12 @@ impl<'a> Pairer<'a> {
         let torch_paths = known_paths(&torch.values);
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let onnx_keys = assign_keys(&onnx.values, &skip, Some(&torch_paths));
-        let onnx_has_scopes = onnx.values.iter().any(|v| !v.scope.is_empty());
+        // Scopes that name no TorchScript module (a converter's placeholder such as
+        // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.
+        let onnx_has_scopes = onnx_keys
+            .iter()
+            .flatten()
+            .any(|k| torch_paths.contains(key_path(k)));
         Pairer {
             torch,
             onnx,
@@ -370,6 +383,17 @@ impl<'a> Pairer<'a> {
                 self.add_pair(t, o, by);
             }
         }
+        let otherwise = format!(
+            "no ONNX op of a compatible kind and shape in scope '{}'",
+            key_path(key)
+        );
+        self.explain_unpaired(key, t_ids, &otherwise);
+    }
+
+    /// Gives every value of group `key` that found no ONNX twin its reason, and whether it
+    /// still counts as covered; `otherwise` is the reason when nothing explains it.
+    fn explain_unpaired(&mut self, key: &str, t_ids: &[usize], otherwise: &str) {
+        let call_compared = t_ids.iter().any(|id| self.torch_to_onnx.contains_key(id));
         for &id in t_ids {
             if self.torch_to_onnx.contains_key(&id) {
                 continue;
@@ -385,7 +409,7 @@ impl<'a> Pairer<'a> {
                         .to_string(),
                     true,
                 )
-            } else if self.is_leaf_group(key) {
+            } else if self.is_leaf_group(key) && call_compared {
                 (format!("internal to module {}", key_path(key)), true)
             } else if ops::torch_families(op).contains(&"layout") {
                 (
@@ -393,13 +417,7 @@ impl<'a> Pairer<'a> {
                     true,
                 )
             } else {
-                (
-                    format!(
-                        "no ONNX op of a compatible kind and shape in scope '{}'",
-                        key_path(key)
-                    ),
-                    false,
-                )
+                (otherwise.to_string(), false)
             };
             self.torch_reason.insert(id, reason);
         }
@@ -619,18 +637,12 @@ impl<'a> Pairer<'a> {
         for (t, o, by) in self.align_by_order(&reps, &onnx_ids, PairedBy::GlobalOrder) {
             self.add_pair(t, o, by);
         }
-        for ids in torch_groups.values() {
-            for &id in ids {
-                if !self.torch_to_onnx.contains_key(&id) {
-                    self.torch_reason.insert(
-                        id,
-                        (
-                            "the ONNX graph has no scopes and no compatible op in order".into(),
-                            false,
-                        ),
-                    );
-                }
-            }
+        for (key, ids) in torch_groups {
+            self.explain_unpaired(
+                key,
+                ids,
+                "the ONNX graph has no scopes and no compatible op in order",
+            );
         }
     }
 
