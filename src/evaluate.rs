@@ -349,3 +349,106 @@ pub fn divergence_of(l: &LayerResult) -> Divergence {
         max_abs: l.cmp.max_abs,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The guard against doubtful pairs, on hand-built captures: a failure that nothing
+    //! computed from it repeats is unconfirmed and not an origin; a real fault, even one
+    //! whose effect fades before the outputs, is confirmed by the layer after it.
+
+    use super::*;
+    use crate::capture::{Capture, CapturedValue, Side, ValueRole};
+    use crate::pairing::{Pair, PairedBy};
+    use crate::store::Stored;
+
+    fn value(id: usize, role: ValueRole, inputs: &[usize], data: &[f32]) -> CapturedValue {
+        CapturedValue {
+            id,
+            name: format!("v{id}"),
+            op: "aten::relu".into(),
+            node: format!("/n{id}"),
+            scope: vec![],
+            scope_recorded: true,
+            source: None,
+            role,
+            dtype: crate::tensor::DType::F32,
+            shape: vec![data.len()],
+            inputs: inputs.to_vec(),
+            tensor: Some(Stored::Memory(HostTensor::f32(
+                vec![data.len()],
+                data.to_vec(),
+            ))),
+        }
+    }
+
+    /// A chain input -> a -> b -> c -> output on both sides; `onnx` gives the ONNX data of
+    /// a, b and c (TorchScript holds 1, 2, 3 everywhere scaled by the position).
+    fn chain(onnx: [&[f32]; 3]) -> (Capture, Capture, Pairing) {
+        let torch_data: [&[f32]; 3] = [&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]];
+        let build = |side, data: [&[f32]; 3]| Capture {
+            side,
+            values: vec![
+                value(0, ValueRole::Input(0), &[], &[1.0, 2.0]),
+                value(1, ValueRole::Intermediate, &[0], data[0]),
+                value(2, ValueRole::Intermediate, &[1], data[1]),
+                value(3, ValueRole::Intermediate, &[2], data[2]),
+                value(4, ValueRole::Output(0), &[3], data[2]),
+            ],
+            uncapturable: vec![],
+        };
+        let pair = |i, by| Pair {
+            torch: i,
+            onnx: i,
+            paired_by: by,
+            fused: vec![],
+        };
+        let pairing = Pairing {
+            inputs: vec![pair(0, PairedBy::Position)],
+            layers: (1..4).map(|i| pair(i, PairedBy::OpOrder)).collect(),
+            outputs: vec![pair(4, PairedBy::Position)],
+            ..Pairing::default()
+        };
+        (
+            build(Side::Torch, torch_data),
+            build(Side::Onnx, onnx),
+            pairing,
+        )
+    }
+
+    fn judged(onnx: [&[f32]; 3]) -> Evaluation {
+        let (t, o, p) = chain(onnx);
+        let cmps = compare_pairs(&t, &o, &p, &TolerancePolicy::default(), false).unwrap();
+        judge(&t, &o, &p, cmps)
+    }
+
+    #[test]
+    fn a_failure_nothing_downstream_repeats_is_unconfirmed() {
+        // b is off by half its range, a and c agree: the signature of a wrong pair.
+        let e = judged([&[1.0, 2.0], &[3.0, 4.0], &[3.0, 6.0]]);
+        assert!(!e.layers[1].cmp.pass);
+        assert!(e.layers[1].unconfirmed);
+        assert!(!e.layers[1].fails());
+        assert!(e.origins.is_empty());
+        assert!(!e.layers[2].upstream_failed);
+    }
+
+    #[test]
+    fn a_fault_that_fades_is_confirmed_where_it_starts() {
+        // a is wrong, b still shows it, c (and the output) no longer do: the fault is real
+        // and starts at a; only b, the last layer it shows at, is left unconfirmed.
+        let e = judged([&[1.5, 2.0], &[2.5, 4.0], &[3.0, 6.0]]);
+        assert!(e.layers[0].fails());
+        assert!(e.layers[1].unconfirmed);
+        assert_eq!(e.origins.len(), 1);
+        assert_eq!(e.origins[0].layer_index, 0);
+    }
+
+    #[test]
+    fn a_fault_that_reaches_the_output_is_confirmed_all_the_way() {
+        let e = judged([&[1.0, 2.0], &[2.0, 4.5], &[3.0, 6.5]]);
+        assert!(e.layers[0].cmp.pass);
+        assert!(e.layers[1].fails() && e.layers[2].fails());
+        assert_eq!(e.origins[0].layer_index, 1);
+        assert!(e.layers[2].upstream_failed);
+    }
+}

@@ -324,3 +324,76 @@ fn onnx_without_scopes_pairs_by_global_order() {
     assert_eq!(pair_of(&p, c).unwrap().paired_by, PairedBy::GlobalOrder);
     assert_eq!(pair_of(&p, r).unwrap().onnx, or);
 }
+
+#[test]
+fn scopeless_linear_pairs_with_its_add_not_with_gelu_partial_product() {
+    // The dynamo fallback's false alarm: linear -> gelu with no scopes. ONNX holds
+    // MatMul, Add (the linear), then GELU's Div, Erf, Add, Mul (x * (1 + erf), twice the
+    // GELU) and Mul (the GELU). Order alone gives the linear the partial product.
+    let x = [0.5f32, -1.0, 2.0];
+    let lin: Vec<f32> = x.iter().map(|v| v * 2.0 + 0.1).collect();
+    let gelu: Vec<f32> = lin
+        .iter()
+        .map(|&v| 0.5 * v * (1.0 + libm_erf(v / 2f32.sqrt())))
+        .collect();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tl = t.op("aten::linear", "fc", &[ti], &lin);
+    let tg = t.op("aten::gelu", "act", &[tl], &gelu);
+    t.output(0, tg);
+
+    let matmul: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    let div: Vec<f32> = lin.iter().map(|v| v / 2f32.sqrt()).collect();
+    let erf: Vec<f32> = div.iter().map(|&v| libm_erf(v)).collect();
+    let add1: Vec<f32> = erf.iter().map(|v| v + 1.0).collect();
+    let twice: Vec<f32> = lin.iter().zip(&add1).map(|(a, b)| a * b).collect();
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let om = o.op("MatMul", "", &[oi], &matmul);
+    let oa = o.op("Add", "", &[om], &lin);
+    let od = o.op("Div", "", &[oa], &div);
+    let oe = o.op("Erf", "", &[od], &erf);
+    let oa1 = o.op("Add", "", &[oe], &add1);
+    let ot = o.op("Mul", "", &[oa, oa1], &twice);
+    let og = o.op("Mul", "", &[ot], &gelu);
+    o.output(0, og);
+
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let linear = pair_of(&p, tl).unwrap();
+    assert_eq!(linear.onnx, oa);
+    assert_eq!(linear.paired_by, PairedBy::DecomposedOp);
+    assert_eq!(pair_of(&p, tg).unwrap().onnx, og);
+}
+
+/// erf by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7): enough for made-up test data.
+fn libm_erf(x: f32) -> f32 {
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let y = 1.0
+        - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+            + 0.254829592)
+            * t
+            * (-x * x).exp();
+    y.copysign(x)
+}
+
+#[test]
+fn roll_pairs_with_the_concat_that_completes_it() {
+    // torch.roll over two dims: Slice/Slice/Concat per dim; the first Concat (rolled along
+    // one dim only) has the output's shape and kind but not its value.
+    let x = [1.0f32, 2.0, 3.0, 4.0];
+    let half = [2.0f32, 1.0, 4.0, 3.0];
+    let full = [4.0f32, 3.0, 2.0, 1.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tr = t.op("aten::roll", "block", &[ti], &full);
+    let tn = t.op("aten::relu", "block.act", &[tr], &full);
+    t.output(0, tn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc1 = o.op("Concat", "block", &[oi], &half);
+    let oc2 = o.op("Concat", "block", &[oc1], &full);
+    let on = o.op("Relu", "block.act", &[oc2], &full);
+    o.output(0, on);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tr).unwrap().onnx, oc2);
+}
