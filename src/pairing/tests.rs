@@ -367,13 +367,14 @@ fn scopeless_linear_pairs_with_its_add_not_with_gelu_partial_product() {
 
 /// erf by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7): enough for made-up test data.
 fn libm_erf(x: f32) -> f32 {
-    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let x = f64::from(x);
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
     let y = 1.0
-        - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-            + 0.254829592)
+        - (((((1.061_405_429 * t - 1.453_152_027) * t) + 1.421_413_741) * t - 0.284_496_736) * t
+            + 0.254_829_592)
             * t
             * (-x * x).exp();
-    y.copysign(x)
+    y.copysign(x) as f32
 }
 
 #[test]
