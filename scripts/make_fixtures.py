@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from fixtures_lib import export as ex  # noqa: E402
 from fixtures_lib import faults, models, verify  # noqa: E402
+from fixtures_lib.manifest import entry, first_line, folder_size, fresh_folder  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
@@ -156,16 +157,6 @@ def build_model(spec_name):
     return model.eval(), inputs
 
 
-def folder(name):
-    path = os.path.join(FIXTURES, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
-
-
-def folder_size(path):
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
-
 
 def to_torchscript(spec, model, inputs):
     if spec.get("scripted"):
@@ -184,15 +175,6 @@ def check_conv_bn_negatives(model, inputs):
         h.remove()
     for n, t in seen.items():
         assert (t < 0).any(), f"conv_bn: {n} output has no negative values"
-
-
-def entry(name, exporter, spec, **kw):
-    e = {"name": name, "exporter": exporter, "opset": None,
-         "scripted": bool(spec.get("scripted")), "inputs": [], "outputs": [],
-         "exercises": list(spec["exercises"]), "expected_modules": [], "fault": None,
-         "notes": spec["notes"], "export_error": None}
-    e.update(kw)
-    return e
 
 
 def describe(e, path, eager_model):
@@ -224,7 +206,7 @@ def make_clean(spec_name, exporter):
     model, inputs = build_model(spec_name)
     if spec_name == "conv_bn":
         check_conv_bn_negatives(model, inputs)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     try:
         ts = to_torchscript(spec, model, inputs)
         ts.save(os.path.join(path, "model.pt"))
@@ -252,19 +234,6 @@ def make_clean(spec_name, exporter):
     return e, model
 
 
-def first_line(err):
-    """One line saying why an export failed.
-
-    Why: the dynamo exporter wraps the real error in a multi-paragraph banner ("Failed to
-    export the model with torch.export ... Next steps"); the cause is chained as __cause__
-    and summarised after "## Exception summary".
-    """
-    cause = err.__cause__ or err
-    text = [l.strip() for l in str(cause).strip().splitlines() if l.strip()]
-    line = text[0] if text else repr(cause)
-    return f"{type(cause).__name__}: {line}"[:300]
-
-
 def make_fault(name, source, description, expected_module, edit, extra=None, export=None):
     """Copies a clean fixture's model.pt/inputs.npz and writes an edited model.onnx.
 
@@ -272,7 +241,7 @@ def make_fault(name, source, description, expected_module, edit, extra=None, exp
     instead writes a fresh, wrongly exported model.onnx and returns the planted node name.
     """
     src = os.path.join(FIXTURES, source)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     for f in ("model.pt", "inputs.npz"):
         shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
     if export is None:

@@ -51,6 +51,7 @@ import torch  # noqa: E402
 
 from fixtures_lib import export as ex  # noqa: E402
 from fixtures_lib import faults, verify  # noqa: E402
+from fixtures_lib.manifest import entry, first_line, folder_size, fresh_folder  # noqa: E402
 from fixtures_lib import library_models as lm  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -171,32 +172,7 @@ def build_model(spec_name, make=None):
     return model.eval(), inputs
 
 
-def folder(name):
-    path = os.path.join(FIXTURES, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
 
-
-def folder_size(path):
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
-
-
-def first_line(err):
-    """One line saying why an export failed (the dynamo banner chains the cause)."""
-    cause = err.__cause__ or err
-    text = [l.strip() for l in str(cause).strip().splitlines() if l.strip()]
-    line = text[0] if text else repr(cause)
-    return f"{type(cause).__name__}: {line}"[:300]
-
-
-def entry(name, exporter, spec, **kw):
-    e = {"name": name, "exporter": exporter, "opset": None,
-         "scripted": bool(spec.get("scripted")), "inputs": [], "outputs": [],
-         "exercises": list(spec["exercises"]), "expected_modules": [], "fault": None,
-         "notes": spec["notes"], "export_error": None}
-    e.update(kw)
-    return e
 
 
 def describe(e, path, eager_model):
@@ -239,7 +215,7 @@ def make_clean(spec_name, exporter):
     notes = spec["notes"] + (DYNAMO_NOTES.get(spec_name, "") if exporter == "dynamo" else "")
     spec = dict(spec, notes=notes)
     model, inputs = build_model(spec_name)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     try:
         ts = to_torchscript(spec, model, inputs)
         ts.save(os.path.join(path, "model.pt"))
@@ -285,7 +261,7 @@ def make_yolo_ultralytics():
     name = "yolo_ultralytics"
     ORIGIN[name] = ("yolo", None)
     model, inputs = build_model("yolo")
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     lm.ultralytics_export(model, os.path.join(path, "model.pt"),
                           os.path.join(path, "model.onnx"))
     ex.save_inputs(os.path.join(path, "inputs.npz"), spec["inputs"], inputs)
@@ -303,7 +279,7 @@ def make_slim(spec_name):
     name = f"{spec_name}_slim"
     ORIGIN[name] = (spec_name, None)
     base = next(e for e in MANIFEST if e["name"] == f"{spec_name}_legacy")
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     for f in ("model.pt", "inputs.npz"):
         shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
     exported = onnx.load(os.path.join(src, "model.onnx"))
@@ -329,7 +305,7 @@ def make_fallback(strip):
     ORIGIN[name] = ("gpt2", lm.gpt2_padding_branch)
     base = SPECS["gpt2"]
     model, inputs = build_model("gpt2", make=lm.gpt2_padding_branch)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     ts = ex.trace_inlining_autograd_functions(model, inputs, check_trace=False)
     ts.save(os.path.join(path, "model.pt"))
     onnx_path = os.path.join(path, "model.onnx")
@@ -398,7 +374,7 @@ def make_fault(name, source, description, expected_module, edit, kind, extra=Non
     """Copies a clean fixture's model.pt/inputs.npz and writes its ONNX after `edit(model)`,
     which returns the planted node's name."""
     src = os.path.join(FIXTURES, source)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     for f in ("model.pt", "inputs.npz"):
         shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
     model = onnx.load(os.path.join(src, "model.onnx"))
