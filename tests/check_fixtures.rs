@@ -4,13 +4,7 @@
 
 mod common;
 
-use common::{check_fixture, manifest, stderr_of};
-use serde_json::Value;
-
-fn coverage_ratio(report: &Value) -> f64 {
-    let c = &report["coverage"];
-    c["torch_layers_paired"].as_f64().unwrap() / c["torch_layers_total"].as_f64().unwrap()
-}
+use common::{check_fixture, coverage_ratio, expected_fault_modules, manifest, stderr_of};
 
 #[test]
 fn clean_fixtures_pass_with_high_coverage() {
@@ -41,10 +35,7 @@ fn every_planted_fault_fails_at_the_expected_layer() {
     for entry in manifest().iter().filter(|e| !e["fault"].is_null()) {
         let name = entry["name"].as_str().unwrap();
         let fault = &entry["fault"];
-        let mut expected: Vec<&str> = vec![fault["expected_module"].as_str().unwrap()];
-        if let Some(any) = fault["expected_modules_any"].as_array() {
-            expected.extend(any.iter().filter_map(|v| v.as_str()));
-        }
+        let expected = expected_fault_modules(fault);
         let (code, report, output) = check_fixture(name, &[]);
         let first = &report["first_divergence"];
         let module = first["module"].as_str().unwrap_or("<none>");

@@ -7,14 +7,8 @@
 
 mod common;
 
-use common::{check_fixture, library_manifest, stderr_of};
+use common::{check_fixture, coverage_ratio, expected_fault_modules, library_manifest, stderr_of};
 use serde_json::Value;
-
-fn coverage_ratio(report: &Value) -> f64 {
-    let c = &report["coverage"];
-    c["torch_layers_paired"].as_f64().unwrap_or(0.0)
-        / c["torch_layers_total"].as_f64().unwrap_or(1.0)
-}
 
 /// A one-line account of a run for failure messages.
 fn summary(report: &Value) -> String {
@@ -82,10 +76,7 @@ fn every_planted_library_fault_fails_at_the_module_that_carries_it() {
     for entry in faults {
         let name = entry["name"].as_str().unwrap();
         let fault = &entry["fault"];
-        let mut expected: Vec<&str> = vec![fault["expected_module"].as_str().unwrap()];
-        if let Some(any) = fault["expected_modules_any"].as_array() {
-            expected.extend(any.iter().filter_map(|v| v.as_str()));
-        }
+        let expected = expected_fault_modules(fault);
         let (code, report, output) = check_fixture(name, &[]);
         let first = &report["first_divergence"];
         let module = first["module"].as_str().unwrap_or("<none>");

@@ -81,3 +81,20 @@ pub fn check_fixture(name: &str, extra: &[&str]) -> (i32, Value, Output) {
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// Share of TorchScript layers the report compared or accounted for.
+pub fn coverage_ratio(report: &Value) -> f64 {
+    let c = &report["coverage"];
+    c["torch_layers_paired"].as_f64().unwrap_or(0.0)
+        / c["torch_layers_total"].as_f64().unwrap_or(1.0)
+}
+
+/// The module paths a planted fault may be reported at: `expected_module` and any of
+/// `expected_modules_any` (a fused conv may be named by its BatchNorm or itself).
+pub fn expected_fault_modules(fault: &Value) -> Vec<&str> {
+    let mut expected: Vec<&str> = vec![fault["expected_module"].as_str().unwrap()];
+    if let Some(any) = fault["expected_modules_any"].as_array() {
+        expected.extend(any.iter().filter_map(|v| v.as_str()));
+    }
+    expected
+}
