@@ -13,4 +13,7 @@ fi
 if [ ! -f tests/fixtures/lib/manifest.json ]; then
     .venv/bin/python scripts/make_library_fixtures.py
 fi
+if [ ! -f tests/fixtures/first_contact/model.onnx ]; then
+    .venv/bin/python scripts/make_first_contact_fixtures.py
+fi
 cargo test "$@"

@@ -4,6 +4,7 @@
 //! passed in the wrong slot) so that the common mistakes get a precise message; whatever
 //! libtorch itself rejects comes back from the shim as an error, never an abort.
 
+use super::archive;
 use super::convert::{from_host, to_host};
 use super::ffi::ModulePlan;
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
@@ -32,14 +33,21 @@ pub struct TorchModel {
     scopes: Vec<Vec<ScopeLevel>>,
 }
 
-/// Rejects files that cannot be TorchScript archives before libtorch reads them.
+/// Rejects files that cannot be TorchScript archives before libtorch reads them, saying what
+/// they are instead where that is known (a `torch.save` checkpoint, a `torch.export` archive).
 fn check_file(path: &Path) -> Result<()> {
-    let mut head = [0u8; 8];
+    let mut head = [0u8; 16];
     let mut file = std::fs::File::open(path).map_err(|e| anyhow!("cannot open it: {e}"))?;
     let n =
         std::io::Read::read(&mut file, &mut head).map_err(|e| anyhow!("cannot read it: {e}"))?;
+    if let Some(why) = archive::explain_legacy(&head[..n]) {
+        bail!(why);
+    }
     match sniff(&head[..n]) {
-        FileKind::Zip => Ok(()),
+        FileKind::Zip => match archive::explain_zip(path) {
+            Some(why) => bail!(why),
+            None => Ok(()),
+        },
         FileKind::Empty => bail!("the file is empty"),
         FileKind::OnnxLike => bail!(
             "this looks like an ONNX model, not a TorchScript archive (the TorchScript file comes first)"

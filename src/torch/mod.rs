@@ -1,5 +1,6 @@
 //! The TorchScript side: load a module through the C++ shim and capture every intermediate.
 
+mod archive;
 mod capture;
 pub mod convert;
 mod ffi;

@@ -1,0 +1,49 @@
+//! The files a new user passes by mistake as the TorchScript model (issue: first contact), each
+//! made by `scripts/make_first_contact_fixtures.py` from one tiny network together with its
+//! correct ONNX export: the run stops with exit 2 and one line that says what the file is and
+//! the command that makes the TorchScript file, never libtorch's "checkpoint is corrupted".
+
+mod common;
+
+use common::{binary, fixture, stderr_of};
+
+/// Runs align-check with `file` as the TorchScript model and the fixture's good ONNX model.
+fn run(file: &str) -> (i32, String) {
+    let dir = fixture("first_contact");
+    assert!(
+        dir.join(file).exists(),
+        "{} is missing: run .venv/bin/python scripts/make_first_contact_fixtures.py",
+        dir.join(file).display()
+    );
+    let out = binary()
+        .arg(dir.join(file))
+        .arg(dir.join("model.onnx"))
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), stderr_of(&out))
+}
+
+#[test]
+fn torch_save_and_torch_export_files_are_named_with_their_fix() {
+    let cases = [
+        ("state_dict.pth", "torch.save checkpoint of a state_dict"),
+        (
+            "legacy_state_dict.pth",
+            "torch.save checkpoint in the legacy (pre-zip) format",
+        ),
+        (
+            "module.pth",
+            "torch.save checkpoint of a whole pickled module",
+        ),
+        ("exported.pt2", "torch.export archive"),
+    ];
+    for (file, what) in cases {
+        let (code, stderr) = run(file);
+        assert_eq!(code, 2, "{file}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{file}: {stderr}");
+        assert!(stderr.contains(what), "{file}: {stderr}");
+        assert!(stderr.contains("torch.jit.trace(model"), "{file}: {stderr}");
+        assert!(!stderr.contains("corrupted"), "{file}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{file}: {stderr}");
+    }
+}
