@@ -2,16 +2,21 @@
 """Writes the files a new user passes by mistake as the TorchScript model, for
 tests/first_contact.rs: a `torch.save` of a state_dict (zip and legacy pickle format), a
 `torch.save` of a whole pickled module, and a `torch.export.save` archive (.pt2), all of one
-tiny network, plus the matching ONNX export so the TorchScript file is the only thing wrong.
+tiny network, plus the matching TorchScript and ONNX exports so the mistaken file is the only
+thing wrong; and that ONNX model saved with external data, then moved without its `.data`
+file (moved_external.onnx).
 
 Run with the pinned interpreter: .venv/bin/python scripts/make_first_contact_fixtures.py
 It overwrites tests/fixtures/first_contact/ and nothing else.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 
+import onnx
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -43,6 +48,14 @@ def main():
         warnings.simplefilter("ignore")
         torch.export.save(torch.export.export(model, example), os.path.join(out, "exported.pt2"))
     ex.export_onnx(model, example, os.path.join(out, "model.onnx"), "legacy", ["x"], ["y"])
+    torch.jit.trace(model, example).save(os.path.join(out, "model.pt"))
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save_model(onnx.load(os.path.join(out, "model.onnx")),
+                        os.path.join(tmp, "moved_external.onnx"), save_as_external_data=True,
+                        location="moved_external.onnx.data", size_threshold=0)
+        # Copied without its .data file, as a user moving only the .onnx would.
+        shutil.copyfile(os.path.join(tmp, "moved_external.onnx"),
+                        os.path.join(out, "moved_external.onnx"))
     print(f"wrote {sorted(os.listdir(out))} to {out}")
 
 

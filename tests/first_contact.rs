@@ -7,20 +7,46 @@ mod common;
 
 use common::{binary, fixture, stderr_of};
 
-/// Runs align-check with `file` as the TorchScript model and the fixture's good ONNX model.
-fn run(file: &str) -> (i32, String) {
+/// Runs align-check on two files of the fixture folder.
+fn run_pair(torch_file: &str, onnx_file: &str) -> (i32, String) {
     let dir = fixture("first_contact");
-    assert!(
-        dir.join(file).exists(),
-        "{} is missing: run .venv/bin/python scripts/make_first_contact_fixtures.py",
-        dir.join(file).display()
-    );
+    for file in [torch_file, onnx_file] {
+        assert!(
+            dir.join(file).exists(),
+            "{} is missing: run .venv/bin/python scripts/make_first_contact_fixtures.py",
+            dir.join(file).display()
+        );
+    }
     let out = binary()
-        .arg(dir.join(file))
-        .arg(dir.join("model.onnx"))
+        .arg(dir.join(torch_file))
+        .arg(dir.join(onnx_file))
         .output()
         .unwrap();
     (out.status.code().unwrap_or(-1), stderr_of(&out))
+}
+
+/// Runs align-check with `file` as the TorchScript model and the fixture's good ONNX model.
+fn run(file: &str) -> (i32, String) {
+    run_pair(file, "model.onnx")
+}
+
+#[test]
+fn the_good_pair_passes() {
+    let (code, stderr) = run_pair("model.pt", "model.onnx");
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn onnx_moved_without_its_external_data_names_the_missing_file() {
+    let (code, stderr) = run_pair("model.pt", "moved_external.onnx");
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("external data file 'moved_external.onnx.data'"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("looked for "), "{stderr}");
+    assert!(!stderr.contains("tensorprotoutils"), "{stderr}");
 }
 
 #[test]

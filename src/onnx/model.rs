@@ -76,7 +76,45 @@ pub fn load(path: &Path) -> Result<OnnxModel> {
             bail!("ONNX model {shown}: {what}");
         }
     };
-    from_bytes(path, &bytes)
+    let model = from_bytes(path, &bytes)?;
+    check_external_files(&model)?;
+    Ok(model)
+}
+
+/// A model whose weights live in external data files that are not where the model says:
+/// usually the `.onnx` was moved or copied without its `.data` file. Named here with where
+/// it was looked for, instead of ONNX Runtime's internal path-validation message.
+fn check_external_files(model: &OnnxModel) -> Result<()> {
+    let Some(dir) = &model.external_data_dir else {
+        return Ok(());
+    };
+    let external = model
+        .graph()
+        .initializer
+        .iter()
+        .filter(|t| t.data_location() == proto::tensor_proto::DataLocation::External);
+    for tensor in external {
+        let Some(location) = tensor
+            .external_data
+            .iter()
+            .find(|e| e.key() == "location")
+            .map(|e| e.value())
+        else {
+            continue;
+        };
+        let expected = dir.join(location);
+        if !expected.is_file() {
+            bail!(
+                "ONNX model {}: its weights are stored in the external data file '{location}', \
+                 which is not there (looked for {}): keep the .data file next to the .onnx when \
+                 moving it, or re-save the model with its weights inside \
+                 (onnx.save_model(onnx.load(PATH), OUT) when under 2 GB)",
+                model.path.display(),
+                expected.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Decodes the contents of an `.onnx` file already in memory; `path` only names the file in
