@@ -4,7 +4,8 @@ tests/first_contact.rs: a `torch.save` of a state_dict (zip and legacy pickle fo
 `torch.save` of a whole pickled module, and a `torch.export.save` archive (.pt2), all of one
 tiny network, plus the matching TorchScript and ONNX exports so the mistaken file is the only
 thing wrong; and that ONNX model saved with external data, then moved without its `.data`
-file (moved_external.onnx).
+file (moved_external.onnx); and other_weights.onnx, the same network exported from another
+random initialisation (two files from different checkpoints).
 
 Run with the pinned interpreter: .venv/bin/python scripts/make_first_contact_fixtures.py
 It overwrites tests/fixtures/first_contact/ and nothing else.
@@ -29,10 +30,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class TinyNet(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc = torch.nn.Linear(4, 2)
+        self.fc = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 8)
+        self.fc3 = torch.nn.Linear(8, 2)
 
     def forward(self, x):
-        return torch.relu(self.fc(x))
+        return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc(x)))))
 
 
 def main():
@@ -56,6 +59,9 @@ def main():
         # Copied without its .data file, as a user moving only the .onnx would.
         shutil.copyfile(os.path.join(tmp, "moved_external.onnx"),
                         os.path.join(out, "moved_external.onnx"))
+    torch.manual_seed(1)
+    ex.export_onnx(TinyNet().eval(), example, os.path.join(out, "other_weights.onnx"), "legacy",
+                   ["x"], ["y"])
     print(f"wrote {sorted(os.listdir(out))} to {out}")
 
 

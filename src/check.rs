@@ -16,8 +16,8 @@ use crate::onnx;
 use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, FirstNonFinite, MemoryReport, Outcome, Timing,
-    ToleranceInfo, Verdict, SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, FirstNonFinite, LayerResult, MemoryReport, Outcome,
+    Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
@@ -278,6 +278,13 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     acc.finish(cfg, started, files)
 }
 
+/// The signature of two files from different checkpoints: the first compared layer already
+/// fails and (nearly) every layer after it does too. A single wrong op starts later, or
+/// leaves most layers passing.
+fn differs_from_the_start(layers: &[LayerResult], failing: usize) -> bool {
+    layers.len() >= 3 && layers[0].fails() && failing * 10 >= layers.len() * 9
+}
+
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     cfg: &CheckConfig,
@@ -293,10 +300,17 @@ fn assemble(
     let mut gate_failures = Vec::new();
     let failing = eval.layers.iter().filter(|l| l.fails()).count();
     if failing > 0 {
-        gate_failures.push(format!(
+        let mut sentence = format!(
             "{failing} of {} layers exceed their tolerance",
             eval.layers.len()
-        ));
+        );
+        if differs_from_the_start(&eval.layers, failing) {
+            sentence.push_str(
+                ", from the very first one on: the weights differ from the start; were both \
+                 files exported from the same checkpoint (and the same model.eval() state)?",
+            );
+        }
+        gate_failures.push(sentence);
     }
     let failing_outputs: Vec<&str> = eval
         .outputs

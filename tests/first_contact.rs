@@ -7,8 +7,8 @@ mod common;
 
 use common::{binary, fixture, stderr_of};
 
-/// Runs align-check on two files of the fixture folder.
-fn run_pair(torch_file: &str, onnx_file: &str) -> (i32, String) {
+/// Runs align-check on two files of the fixture folder: exit code, stdout, stderr.
+fn run_pair(torch_file: &str, onnx_file: &str) -> (i32, String, String) {
     let dir = fixture("first_contact");
     for file in [torch_file, onnx_file] {
         assert!(
@@ -22,23 +22,41 @@ fn run_pair(torch_file: &str, onnx_file: &str) -> (i32, String) {
         .arg(dir.join(onnx_file))
         .output()
         .unwrap();
-    (out.status.code().unwrap_or(-1), stderr_of(&out))
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), stdout, stderr_of(&out))
 }
 
 /// Runs align-check with `file` as the TorchScript model and the fixture's good ONNX model.
 fn run(file: &str) -> (i32, String) {
-    run_pair(file, "model.onnx")
+    let (code, _, stderr) = run_pair(file, "model.onnx");
+    (code, stderr)
 }
 
 #[test]
 fn the_good_pair_passes() {
-    let (code, stderr) = run_pair("model.pt", "model.onnx");
+    let (code, _, stderr) = run_pair("model.pt", "model.onnx");
     assert_eq!(code, 0, "{stderr}");
 }
 
 #[test]
+fn files_from_different_checkpoints_are_called_that() {
+    let (code, stdout, stderr) = run_pair("model.pt", "other_weights.onnx");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stdout.contains("the weights differ from the start") && stdout.contains("same checkpoint"),
+        "{stdout}"
+    );
+    // A single wrong op further in is not mistaken for it.
+    let (code, report, _) = common::check_fixture("fault_conv_weight", &[]);
+    assert_eq!(code, 1);
+    assert!(!report["gate_failures"]
+        .to_string()
+        .contains("differ from the start"));
+}
+
+#[test]
 fn onnx_moved_without_its_external_data_names_the_missing_file() {
-    let (code, stderr) = run_pair("model.pt", "moved_external.onnx");
+    let (code, _, stderr) = run_pair("model.pt", "moved_external.onnx");
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
