@@ -46,12 +46,14 @@ fn files_from_different_checkpoints_are_called_that() {
         stdout.contains("the weights differ from the start") && stdout.contains("same checkpoint"),
         "{stdout}"
     );
-    // A single wrong op further in is not mistaken for it.
-    let (code, report, _) = common::check_fixture("fault_conv_weight", &[]);
-    assert_eq!(code, 1);
-    assert!(!report["gate_failures"]
-        .to_string()
-        .contains("differ from the start"));
+    // A single wrong op is not mistaken for it, further in or at the very first layer (a
+    // LayerNorm epsilon changed at the first layer fails every layer after it too).
+    for fault in ["fault_conv_weight", "fault_layernorm_eps"] {
+        let (code, report, _) = common::check_fixture(fault, &[]);
+        assert_eq!(code, 1);
+        let gates = report["gate_failures"].to_string();
+        assert!(!gates.contains("differ from the start"), "{fault}: {gates}");
+    }
 }
 
 #[test]
