@@ -313,7 +313,7 @@ fn assemble(
         if differs_from_the_start(&eval.layers, failing) {
             sentence.push_str(
                 ", from the very first one on: the weights differ from the start; were both \
-                 files exported from the same checkpoint (and the same model.eval() state)?",
+                 files exported from the same checkpoint?",
             );
         }
         gate_failures.push(sentence);
