@@ -66,13 +66,26 @@ fn exit_zero_reports_without_gating() {
 
 #[test]
 fn coverage_gate_fails_when_asked_for_more_than_was_compared() {
-    // custom_op_legacy compares most but not all of its layers; asking for 100% of a model
-    // that has an unpaired layer must fail, and asking for 0 must not.
-    let (code, report, _) =
+    // fault_my_add compares most but not all of its TorchScript layers (the aten::mul of
+    // my_add has no ONNX twin); asking for 100% of it must fail, and asking for 0 must not.
+    let (code, report, output) =
         check_fixture("fault_my_add", &["--min-coverage", "1.0", "--exit-zero"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 0, "{}", stderr_of(&output));
+    let ratio = coverage_ratio(&report);
+    assert!(
+        ratio < 1.0,
+        "fault_my_add must leave a layer unpaired for this test to mean anything: {}",
+        report["coverage"]
+    );
     let failures = report["gate_failures"].to_string();
-    if coverage_ratio(&report) < 1.0 {
-        assert!(failures.contains("min-coverage"), "{failures}");
-    }
+    assert!(failures.contains("min-coverage"), "{failures}");
+
+    let (code, report, output) =
+        check_fixture("fault_my_add", &["--min-coverage", "0", "--exit-zero"]);
+    assert_eq!(code, 0, "{}", stderr_of(&output));
+    let failures = report["gate_failures"].to_string();
+    assert!(
+        report["gate_failures"].is_array() && !failures.contains("min-coverage"),
+        "{failures}"
+    );
 }

@@ -8,11 +8,12 @@
 //! `write_report_named_by_env` write that model's HTML report there (with the Markdown and
 //! JUnit reports beside it, as .md and .junit.xml), for screenshots and the examples in
 //! reports/example/. `ALIGN_CHECK_HTML_LAYERS=N` repeats the layers up to N first, to try a
-//! large network.
+//! large network. Without the variables it writes to a scratch folder; either way it checks
+//! the three files it wrote.
 
 mod common;
 
-use align_check::outcome::{LayerResult, Outcome};
+use align_check::outcome::{LayerResult, Outcome, Verdict};
 use align_check::report::{html, junit, markdown};
 use clap::Parser;
 use common::fixture;
@@ -383,11 +384,15 @@ fn reports_of_thousands_of_layers_stay_small() {
     assert!(took.as_secs_f64() < 5.0, "rendering took {took:?}");
 }
 
+/// Writes the three human-facing reports of one model to `ALIGN_CHECK_HTML_OUT` (or a scratch
+/// file when unset) and checks what was written: the page is well-formed and self-contained
+/// with a row per layer, and the Markdown and JUnit files beside it carry the verdict.
 #[test]
 fn write_report_named_by_env() {
-    let Some(out) = std::env::var_os("ALIGN_CHECK_HTML_OUT") else {
-        return;
-    };
+    let scratch = tempfile::tempdir().unwrap();
+    let out: std::path::PathBuf = std::env::var_os("ALIGN_CHECK_HTML_OUT")
+        .map(Into::into)
+        .unwrap_or_else(|| scratch.path().join("report.html"));
     let dir = std::env::var_os("ALIGN_CHECK_HTML_MODEL")
         .map(Into::into)
         .unwrap_or_else(|| fixture("fault_conv_weight"));
@@ -402,9 +407,32 @@ fn write_report_named_by_env() {
         outcome
     };
     std::fs::write(&out, html::render(&outcome).unwrap()).unwrap();
-    let out = Path::new(&out);
     std::fs::write(out.with_extension("md"), markdown::render(&outcome)).unwrap();
     std::fs::write(out.with_extension("junit.xml"), junit::render(&outcome)).unwrap();
+
+    let doc = std::fs::read_to_string(&out).expect("the HTML report was written");
+    let s = walk(&doc);
+    assert_self_contained(&doc, &s);
+    for l in &outcome.layers {
+        assert!(
+            s.ids.contains(&format!("layer-{}", l.index)),
+            "row of layer {}",
+            l.index
+        );
+    }
+    let pass = outcome.verdict == Verdict::Pass;
+    let verdict = if pass { "PASS" } else { "FAIL" };
+    let md = std::fs::read_to_string(out.with_extension("md")).expect("the Markdown was written");
+    assert!(md.contains(verdict), "{md}");
+    let xml = std::fs::read_to_string(out.with_extension("junit.xml"))
+        .expect("the JUnit report was written");
+    let cases = junit_cases(&xml);
+    assert!(!cases.is_empty(), "{xml}");
+    assert_eq!(
+        cases.iter().all(|(_, failure)| failure.is_none()),
+        pass,
+        "{xml}"
+    );
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! What is checked: instrumenting a model does not change its answer (the capture's outputs
 //! equal a plain run of the unmodified model bit for bit), every node output is either
 //! captured or listed as uncapturable with a reason, both exporters' scopes read as the
-//! expected module paths, and broken files get one-line errors that name them. The tests
-//! skip, saying so, when the Python environment or ONNX Runtime is not installed.
+//! expected module paths, and broken files get one-line errors that name them. A missing
+//! Python environment or ONNX Runtime fails the tests with a message saying how to get it
+//! (`bash scripts/bootstrap.sh`); a skipped test would pass without checking anything.
 
 use align_check::capture::{Capture, CapturedValue, ValueRole};
 use align_check::onnx::{self, model::OnnxModel};
@@ -153,48 +154,63 @@ for d in sys.argv[1:]:
             listing.write(f"{name}\t{a.dtype.name}\t{','.join(map(str, a.shape))}\t{i}.bin\n")
 "#;
 
-fn python() -> Option<PathBuf> {
+/// The project's Python environment; its absence fails the test, saying how to make it.
+fn python() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    p.exists().then_some(p)
+    assert!(
+        p.exists(),
+        "no Python environment at {}: run bash scripts/bootstrap.sh",
+        p.display()
+    );
+    p
 }
 
 /// The folder of generated models, made once per test run and reused while the script is
-/// unchanged; `None` (with a note) when the environment to make or run them is missing.
-fn models() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let Some(py) = python() else {
-            eprintln!("skipped: no Python environment at .venv (run scripts/bootstrap.sh)");
-            return None;
-        };
+/// unchanged. A missing environment to make or run them fails every test that needs them,
+/// with the message saying how to get it.
+fn models() -> &'static Path {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+        if !py.exists() {
+            return Err(format!(
+                "no Python environment at {}: run bash scripts/bootstrap.sh",
+                py.display()
+            ));
+        }
         if let Err(e) = onnx::runtime::init(None, 1) {
-            eprintln!("skipped: {e}");
-            return None;
+            return Err(format!(
+                "ONNX Runtime cannot be loaded ({e}): run bash scripts/bootstrap.sh"
+            ));
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx_capture_models");
         let script = dir.join("generate.py");
         let done = dir.join("done");
         if std::fs::read_to_string(&script).ok().as_deref() == Some(GENERATE) && done.exists() {
-            return Some(dir);
+            return Ok(dir);
         }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&script, GENERATE).unwrap();
         let out = Command::new(&py).arg(&script).arg(&dir).output().unwrap();
-        assert!(
-            out.status.success(),
-            "generating test models failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            return Err(format!(
+                "generating test models failed (is the environment complete? run bash \
+                 scripts/bootstrap.sh):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
         std::fs::write(&done, "").unwrap();
-        Some(dir)
-    })
-    .as_deref()
+        Ok(dir)
+    });
+    match dir {
+        Ok(dir) => dir,
+        Err(e) => panic!("{e}"),
+    }
 }
 
-fn load(name: &str) -> Option<OnnxModel> {
-    let dir = models()?;
-    Some(onnx::load(&dir.join(name)).unwrap())
+fn load(name: &str) -> OnnxModel {
+    onnx::load(&models().join(name)).unwrap()
 }
 
 /// Deterministic values in [-2, 2) (a fixed LCG), different for every element.
@@ -302,7 +318,7 @@ fn by_node<'a>(cap: &'a Capture, node: &str) -> &'a CapturedValue {
 
 #[test]
 fn legacy_export_is_captured_whole_with_module_paths() {
-    let Some(m) = load("legacy.onnx") else { return };
+    let m = load("legacy.onnx");
     let cap = check_capture(&m, &[f32_input("input", &[1, 3, 8, 8], 1)], 1);
     let path = |node| by_node(&cap, node).module_path().to_string();
     assert_eq!(path("/stem/Conv"), "stem");
@@ -325,7 +341,7 @@ fn legacy_export_is_captured_whole_with_module_paths() {
 
 #[test]
 fn dynamo_export_scopes_classes_and_sources() {
-    let Some(m) = load("dynamo.onnx") else { return };
+    let m = load("dynamo.onnx");
     // The dynamo exporter writes its weights to dynamo.onnx.data: external data is exercised.
     assert!(m.external_data_dir.is_some());
     let cap = check_capture(&m, &[f32_input("input", &[1, 3, 8, 8], 1)], 1);
@@ -365,15 +381,13 @@ fn dynamo_export_scopes_classes_and_sources() {
 
 #[test]
 fn instrumented_runs_match_plain_runs_with_several_threads() {
-    let Some(m) = load("legacy.onnx") else { return };
+    let m = load("legacy.onnx");
     check_capture(&m, &[f32_input("input", &[1, 3, 8, 8], 7)], 3);
 }
 
 #[test]
 fn external_data_next_to_the_model_is_found() {
-    let (Some(ext), Some(inline)) = (load("ext/model.onnx"), load("legacy.onnx")) else {
-        return;
-    };
+    let (ext, inline) = (load("ext/model.onnx"), load("legacy.onnx"));
     assert!(ext.external_data_dir.is_some());
     let inputs = [f32_input("input", &[1, 3, 8, 8], 3)];
     let a = check_capture(&ext, &inputs, 1);
@@ -383,7 +397,7 @@ fn external_data_next_to_the_model_is_found() {
 
 #[test]
 fn every_element_type_is_captured() {
-    let Some(m) = load("dtypes.onnx") else { return };
+    let m = load("dtypes.onnx");
     let x: Vec<f32> = vec![-1.5, 0.25, 2.0, 3.75, -0.5, 100.0];
     let inputs = vec![
         ("x".to_string(), HostTensor::f32(vec![2, 3], x.clone())),
@@ -445,9 +459,7 @@ fn every_element_type_is_captured() {
 
 #[test]
 fn sequence_values_are_uncapturable_not_fatal() {
-    let Some(m) = load("sequence.onnx") else {
-        return;
-    };
+    let m = load("sequence.onnx");
     let cap = check_capture(&m, &[f32_input("x", &[2, 3], 2)], 1);
     let seq = cap
         .uncapturable
@@ -461,9 +473,7 @@ fn sequence_values_are_uncapturable_not_fatal() {
 
 #[test]
 fn outputs_that_no_node_computes_are_captured() {
-    let Some(m) = load("passthrough.onnx") else {
-        return;
-    };
+    let m = load("passthrough.onnx");
     let x = f32_input("x", &[2, 3], 5);
     let cap = check_capture(&m, std::slice::from_ref(&x), 1);
     let outs = cap.outputs();
@@ -482,7 +492,7 @@ fn outputs_that_no_node_computes_are_captured() {
 
 #[test]
 fn values_inside_if_branches_are_uncapturable() {
-    let Some(m) = load("if.onnx") else { return };
+    let m = load("if.onnx");
     let cap = check_capture(&m, &[f32_input("x", &[2, 3], 4)], 1);
     let mut names: Vec<&str> = cap.uncapturable.iter().map(|u| u.name.as_str()).collect();
     names.sort_unstable();
@@ -500,9 +510,7 @@ fn values_inside_if_branches_are_uncapturable() {
 
 #[test]
 fn an_unknown_custom_op_names_the_op_and_the_flag() {
-    let Some(m) = load("custom_op.onnx") else {
-        return;
-    };
+    let m = load("custom_op.onnx");
     let e = onnx::capture(&m, &[f32_input("x", &[2, 3], 1)], 1, None)
         .unwrap_err()
         .to_string();
@@ -522,7 +530,7 @@ fn an_unknown_custom_op_names_the_op_and_the_flag() {
 
 #[test]
 fn wrong_inputs_are_named() {
-    let Some(m) = load("legacy.onnx") else { return };
+    let m = load("legacy.onnx");
     let good = f32_input("input", &[1, 3, 8, 8], 1);
     let err = |inputs: &[(String, HostTensor)]| {
         onnx::capture(&m, inputs, 1, None).unwrap_err().to_string()
@@ -556,7 +564,7 @@ fn wrong_inputs_are_named() {
 
 #[test]
 fn broken_files_get_one_line_errors_naming_them() {
-    let Some(dir) = models() else { return };
+    let dir = models();
     let tmp = tempfile::tempdir().unwrap();
     let good = std::fs::read(dir.join("legacy.onnx")).unwrap();
     let write = |name: &str, bytes: &[u8]| {
@@ -601,24 +609,25 @@ fn broken_files_get_one_line_errors_naming_them() {
     }
 }
 
-/// The project's fixture zoo, when it has been generated: every model's capture agrees with
+/// The project's fixture zoo (committed; made by scripts/test.sh if missing): every model's capture agrees with
 /// its plain run and accounts for every node output; exported models with modules have
 /// scopes.
 #[test]
 fn fixture_zoo_models_are_captured_whole() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let (Some(py), Some(_)) = (python(), models()) else {
-        return;
-    };
+    let py = python();
+    models(); // ONNX Runtime is there
+
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     dirs.retain(|d| d.join("model.onnx").is_file() && d.join("inputs.npz").is_file());
     dirs.sort();
-    if dirs.is_empty() {
-        eprintln!("skipped: no fixtures under {}", root.display());
-        return;
-    }
+    assert!(
+        !dirs.is_empty(),
+        "no fixtures under {}: run bash scripts/test.sh, which makes them",
+        root.display()
+    );
     // The fixtures are read-only material: their inputs are converted into a scratch copy.
     let scratch = tempfile::tempdir().unwrap();
     let mut copies = Vec::new();

@@ -170,8 +170,12 @@ fn copy_elements<T: Plain>(v: &DynValue, n: usize) -> Result<Vec<T>> {
 mod tests {
     use super::*;
 
-    fn ort_ready() -> bool {
-        crate::onnx::runtime::init(None, 1).is_ok()
+    /// Loads ONNX Runtime; its absence fails the test (a skipped test would pass without
+    /// checking anything), saying how to get it.
+    fn require_ort() {
+        if let Err(e) = crate::onnx::runtime::init(None, 1) {
+            panic!("ONNX Runtime cannot be loaded ({e}): run bash scripts/bootstrap.sh");
+        }
     }
 
     /// Bitwise equality: NaN payloads and the sign of zero count, `PartialEq` would not.
@@ -197,10 +201,7 @@ mod tests {
 
     #[test]
     fn every_dtype_round_trips_bit_for_bit() {
-        if !ort_ready() {
-            eprintln!("skipped: ONNX Runtime library not available");
-            return;
-        }
+        require_ort();
         let shape = vec![2, 2];
         round_trip(HostTensor::new(
             shape.clone(),
@@ -252,9 +253,7 @@ mod tests {
 
     #[test]
     fn the_ort_value_has_the_onnx_element_type() {
-        if !ort_ready() {
-            return;
-        }
+        require_ort();
         let v = to_ort(&HostTensor::new(vec![1], TensorData::Bf16(vec![bf16::ONE]))).unwrap();
         assert!(matches!(
             v.dtype(),
@@ -279,9 +278,7 @@ mod tests {
 
     #[test]
     fn unsupported_element_types_are_errors() {
-        if !ort_ready() {
-            return;
-        }
+        require_ort();
         let v = Tensor::from_array((vec![2i64], vec![1u32, 2]))
             .unwrap()
             .into_dyn();
