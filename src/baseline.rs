@@ -62,10 +62,10 @@ fn layer_key(module: &str, onnx_node: &str, op: &str) -> String {
     format!("{module}\u{1}{onnx_node}\u{1}{op}")
 }
 
-/// Reads the baseline's per-layer and per-output errors.
 /// Baseline errors by (layer key, occurrence) and by output name.
 type BaselineErrors = (HashMap<(String, usize), f64>, HashMap<String, f64>);
 
+/// Reads the baseline's per-layer and per-output errors.
 fn read(path: &Path) -> Result<BaselineErrors> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read baseline {}: {e}", path.display()))?;

@@ -173,9 +173,10 @@ pub struct Evaluation {
     pub origins: Vec<Divergence>,
 }
 
-/// Worst layers (by error relative to range) that get element-level detail besides the
-/// divergence origins.
-const DETAILED_WORST: usize = 5;
+/// How many layers get element-level detail: every divergence origin, then the layers with
+/// the largest error relative to range until this many are chosen (origins beyond it are
+/// all kept).
+const DETAILED_LAYERS: usize = 6;
 
 /// Judges the (possibly aggregated) comparisons: layer results in execution order, which
 /// layers inherit an upstream failure, and the divergence origins.
@@ -308,8 +309,8 @@ pub fn details(
         .collect()
 }
 
-/// The layers worth a close look: every divergence origin, then the worst ones that fail or
-/// come closest to failing.
+/// The layers worth a close look: every divergence origin, then the ones with the largest
+/// error relative to range, failing or not, up to `DETAILED_LAYERS` in all.
 fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut chosen: Vec<(usize, &'static str)> = Vec::new();
     let origins = layers.iter().filter(|l| l.fails() && !l.upstream_failed);
@@ -326,7 +327,7 @@ fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut by_error: Vec<&LayerResult> = layers.iter().collect();
     by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));
     for l in by_error {
-        if chosen.len() > DETAILED_WORST {
+        if chosen.len() >= DETAILED_LAYERS {
             break;
         }
         if !chosen.iter().any(|(i, _)| *i == l.index) {

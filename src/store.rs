@@ -9,7 +9,7 @@
 //! user's models and disappears with the process, even after a crash.
 
 use crate::tensor::{DType, HostTensor, TensorData};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use half::{bf16, f16};
 use std::borrow::Cow;
 use std::fs::File;
@@ -38,12 +38,8 @@ impl SpillFile {
     }
 
     /// Bytes written so far.
-    pub fn len(&self) -> u64 {
+    pub fn bytes_written(&self) -> u64 {
         *self.end.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn append(self: &Arc<Self>, t: &HostTensor) -> Result<SpillRef> {
@@ -147,7 +143,7 @@ impl Keep {
     pub fn spilled_bytes(&self) -> u64 {
         match self {
             Keep::Memory => 0,
-            Keep::Spill { file, .. } => file.len(),
+            Keep::Spill { file, .. } => file.bytes_written(),
         }
     }
 
@@ -206,13 +202,6 @@ fn from_bytes(dtype: DType, raw: &[u8]) -> TensorData {
         DType::U8 => TensorData::U8(raw.to_vec()),
         DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
     }
-}
-
-/// Reads a stored tensor where a missing one is a bug in the caller, named by `what`.
-pub fn require<'a>(stored: Option<&'a Stored>, what: &str) -> Result<Cow<'a, HostTensor>> {
-    stored
-        .ok_or_else(|| anyhow!("value {what} was not kept"))?
-        .data()
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //!
 //! Both sides name a module by its dotted path, but a module called twice (`self.relu` in a
 //! ResNet block) needs the call told apart. TorchScript does not number calls, so a call is a
-//! maximal run of consecutive values inside that module. The legacy ONNX exporter numbers
-//! them in the name (`relu_1` is the second call of `relu`); such suffixes are stripped when
-//! the TorchScript side knows the stem, and a change of raw name starts a new call.
+//! maximal run of consecutive values inside that module, and a leaf module's op coming again
+//! starts its next call. The legacy ONNX exporter numbers calls in the name (`relu_1` is the
+//! second call of `relu`); such suffixes are stripped when the TorchScript side knows the
+//! stem, and one raw name under one parent call stays one call even when its nodes are
+//! interleaved with another branch's.
 
 use crate::capture::{CapturedValue, ScopeLevel};
 use std::collections::{HashMap, HashSet};
@@ -36,7 +38,8 @@ pub fn parent_paths(values: &[CapturedValue]) -> HashSet<String> {
 }
 
 /// Maps an ONNX scope path onto the TorchScript module it names, undoing the legacy
-/// exporter's `_N` call suffixes: `layer1.0.relu_1` becomes `layer1.0.relu`.
+/// exporter's `_N` call suffixes (`layer1.0.relu_1` becomes `layer1.0.relu`) and its
+/// index-only names of ModuleList items (`1` becomes `blocks.1` when that is the only match).
 fn normalise(path: &str, torch_paths: &HashSet<String>) -> String {
     if torch_paths.contains(path) {
         return path.to_string();
@@ -81,7 +84,7 @@ pub fn assign_keys(
     torch_paths: Option<&HashSet<String>>,
 ) -> Vec<Option<GroupKey>> {
     let mut counters: HashMap<String, usize> = HashMap::new();
-    // (raw path, normalised path, call) of the previous keyed value, per depth.
+    // (raw path, call) of the previous keyed value, per depth.
     let mut prev: Vec<(String, usize)> = Vec::new();
     let mut keys = Vec::with_capacity(values.len());
     let mut unknown: Vec<usize> = Vec::new();

@@ -551,11 +551,8 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
             },
             Fact {
                 label: "threads",
-                value: if e.threads == 0 {
-                    "all cores".into()
-                } else {
-                    e.threads.to_string()
-                },
+                // Resolved by the configuration: 0 ("all cores") is never recorded.
+                value: e.threads.to_string(),
             },
         ],
         timing: [
