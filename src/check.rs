@@ -16,14 +16,15 @@ use crate::onnx;
 use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, FirstNonFinite, LayerResult, MemoryReport, Outcome,
-    Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, FirstNonFinite, MemoryReport, Outcome, Timing,
+    ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
 use crate::progress::Progress;
 use crate::report::{self, terminal};
 use crate::torch::TorchModel;
+use crate::verdict;
 use anyhow::Result;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -278,19 +279,6 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     acc.finish(cfg, started, files)
 }
 
-/// The signature of two files from different checkpoints: the first compared layer is
-/// already off by a large part of its range (other weights, not a rounding or an epsilon),
-/// and (nearly) every layer after it fails too. A single wrong op starts later, leaves most
-/// layers passing, or is off by less where it starts (a LayerNorm epsilon: 7e-2 of range;
-/// other random weights: above 1).
-fn differs_from_the_start(layers: &[LayerResult], failing: usize) -> bool {
-    const LARGE: f64 = 0.5;
-    layers.len() >= 3
-        && layers[0].fails()
-        && layers[0].cmp.rel_to_range >= LARGE
-        && failing * 10 >= layers.len() * 9
-}
-
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     cfg: &CheckConfig,
@@ -303,51 +291,13 @@ fn assemble(
     (timing, memory): (Timing, MemoryReport),
     (torch_model, onnx_model): (FileInfo, FileInfo),
 ) -> Result<Outcome> {
-    let mut gate_failures = Vec::new();
-    let failing = eval.layers.iter().filter(|l| l.fails()).count();
-    if failing > 0 {
-        let mut sentence = format!(
-            "{failing} of {} layers exceed their tolerance",
-            eval.layers.len()
-        );
-        if differs_from_the_start(&eval.layers, failing) {
-            sentence.push_str(
-                ", from the very first one on: the weights differ from the start; were both \
-                 files exported from the same checkpoint?",
-            );
-        }
-        gate_failures.push(sentence);
-    }
-    let failing_outputs: Vec<&str> = eval
-        .outputs
-        .iter()
-        .filter(|o| !o.cmp.pass)
-        .map(|o| o.name.as_str())
-        .collect();
-    if !failing_outputs.is_empty() {
-        gate_failures.push(format!(
-            "output(s) {} exceed their tolerance",
-            failing_outputs.join(", ")
-        ));
-    }
     let coverage = pairing.coverage.clone();
-    if coverage.torch_ratio() < cfg.min_coverage {
-        gate_failures.push(format!(
-            "only {:.1}% of TorchScript layers were compared (--min-coverage {:.1}%)",
-            coverage.torch_ratio() * 100.0,
-            cfg.min_coverage * 100.0
-        ));
-    }
-    let verdict = if gate_failures.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
-    Ok(Outcome {
+    let mut outcome = Outcome {
         schema_version: SCHEMA_VERSION,
         environment: environment(cfg.runtime.threads),
-        verdict,
-        gate_failures,
+        verdict: Verdict::Pass,
+        gate_failures: Vec::new(),
+        gates: Vec::new(),
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
@@ -379,11 +329,15 @@ fn assemble(
         details,
         timing,
         memory,
-    })
+    };
+    for gate in verdict::gates(&outcome) {
+        outcome.add_gate(gate);
+    }
+    Ok(outcome)
 }
 
-/// Applies `--baseline`: adds the growth of every layer and fails the gate where it exceeds
-/// the allowed factor. A missing baseline file is only allowed when it is about to be written.
+/// Applies `--baseline`: adds the growth of every layer and its gate. A missing baseline file
+/// is only allowed when it is about to be written.
 fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
     let Some(path) = &cfg.baseline else {
         return Ok(());
@@ -392,34 +346,9 @@ fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
         return Ok(());
     }
     let report = crate::baseline::compare(outcome, path, cfg.max_growth)?;
-    let grown: Vec<String> = report
-        .exceeded()
-        .map(|g| {
-            format!(
-                "{} ({}x)",
-                report::module_label(&g.name),
-                fmt_growth(g.growth)
-            )
-        })
-        .collect();
-    if !grown.is_empty() {
-        outcome.gate_failures.push(format!(
-            "error grew more than {}x since the baseline at: {}",
-            cfg.max_growth,
-            grown.join(", ")
-        ));
-        outcome.verdict = Verdict::Fail;
-    }
+    outcome.add_gate(verdict::baseline_gate(&report));
     outcome.baseline = Some(report);
     Ok(())
-}
-
-fn fmt_growth(g: f64) -> String {
-    if g.is_finite() {
-        format!("{g:.1}")
-    } else {
-        "inf".to_string()
-    }
 }
 
 /// Every report the configuration asks for, each derived from the same outcome. The JSON

@@ -28,3 +28,4 @@ pub mod store;
 pub mod tensor;
 pub mod tolerance;
 pub mod torch;
+pub mod verdict;

@@ -31,6 +31,40 @@ pub enum Verdict {
     Fail,
 }
 
+/// The checks a run must pass; the verdict fails when any of them does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateName {
+    /// Every paired layer within its tolerance (unconfirmed pairs are not gated).
+    Layers,
+    /// Every graph output within its tolerance.
+    Outputs,
+    /// At least `--min-coverage` of the TorchScript layers compared.
+    Coverage,
+    /// No error grew more than `--max-growth` times since `--baseline` (only with one).
+    Baseline,
+}
+
+impl GateName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateName::Layers => "layers",
+            GateName::Outputs => "outputs",
+            GateName::Coverage => "coverage",
+            GateName::Baseline => "baseline",
+        }
+    }
+}
+
+/// One gate's result, computed once (`crate::verdict`) and read by every report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    pub name: GateName,
+    pub passed: bool,
+    /// One line: why it failed, or what it found when it passed.
+    pub detail: String,
+}
+
 /// Statistics of one compared pair as the report shows them.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
@@ -265,8 +299,12 @@ pub struct Outcome {
     pub schema_version: u32,
     pub environment: Environment,
     pub verdict: Verdict,
-    /// Why the verdict is what it is, one short sentence per failed gate.
+    /// Why the verdict is what it is, one short sentence per failed gate: the `detail` of
+    /// each failed entry of `gates`, kept as its own key for the JSON contract.
     pub gate_failures: Vec<String>,
+    /// Every gate this run was held to, in the order they were applied. The verdict and
+    /// `gate_failures` follow from these alone (`add_gate`).
+    pub gates: Vec<Gate>,
     pub first_divergence: Option<Divergence>,
     /// Every failing layer whose upstream layers all pass (parallel branches can have several).
     pub divergence_origins: Vec<Divergence>,
@@ -289,4 +327,26 @@ pub struct Outcome {
     pub details: Vec<LayerDetail>,
     pub timing: Timing,
     pub memory: MemoryReport,
+}
+
+impl Outcome {
+    /// Records one gate's result; the only way the verdict and `gate_failures` change, so
+    /// that every report, reading `gates`, agrees with the verdict.
+    pub fn add_gate(&mut self, gate: Gate) {
+        if !gate.passed {
+            self.verdict = Verdict::Fail;
+            self.gate_failures.push(gate.detail.clone());
+        }
+        self.gates.push(gate);
+    }
+
+    /// The gates that failed, in the order they were applied.
+    pub fn failed_gates(&self) -> impl Iterator<Item = &Gate> {
+        self.gates.iter().filter(|g| !g.passed)
+    }
+
+    /// The result of one gate, if this run applied it.
+    pub fn gate(&self, name: GateName) -> Option<&Gate> {
+        self.gates.iter().find(|g| g.name == name)
+    }
 }

@@ -3,8 +3,12 @@
 
 mod common;
 
-use common::{binary, fixture};
+use common::{binary, fixture, stderr_of};
+use quick_xml::events::Event;
+use quick_xml::{Reader, XmlVersion};
 use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
 
 #[test]
 fn a_fault_seen_by_one_sample_of_eight_fails_the_gate() {
@@ -65,29 +69,31 @@ fn seeded_samples_aggregate_on_a_clean_model() {
         .all(|l| l["samples"] == 3));
 }
 
-#[test]
-fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
-    let dir = tempfile::tempdir().unwrap();
-    let baseline = dir.path().join("baseline.json");
+/// Runs srcnn_legacy (a clean fixture) with `--baseline PATH` and `extra` arguments.
+fn srcnn_against_baseline(baseline: &Path, extra: &[&str]) -> Output {
     let fx = fixture("srcnn_legacy");
-    let base_args = |extra: &[&str]| {
-        let mut cmd = binary();
-        cmd.arg(fx.join("model.pt"))
-            .arg(fx.join("model.onnx"))
-            .arg("--inputs")
-            .arg(fx.join("inputs.npz"))
-            .arg("--baseline")
-            .arg(&baseline)
-            .args(extra);
-        cmd.output().unwrap()
-    };
-    // Writing the first baseline on purpose, then checking against it, passes.
-    assert_eq!(base_args(&["--update-baseline"]).status.code(), Some(0));
-    assert_eq!(base_args(&[]).status.code(), Some(0));
+    binary()
+        .arg(fx.join("model.pt"))
+        .arg(fx.join("model.onnx"))
+        .arg("--inputs")
+        .arg(fx.join("inputs.npz"))
+        .arg("--baseline")
+        .arg(baseline)
+        .args(extra)
+        .output()
+        .unwrap()
+}
 
-    // Pretend the worst layer was ten times more accurate when the baseline was taken.
+/// Writes srcnn_legacy's baseline to `baseline`, then pretends its worst layer was ten times
+/// more accurate when it was taken; returns that layer's module path and ONNX node.
+fn baseline_ten_times_better(baseline: &Path) -> (String, String) {
+    // Writing the first baseline on purpose, then checking against it, passes.
+    let out = srcnn_against_baseline(baseline, &["--update-baseline"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(srcnn_against_baseline(baseline, &[]).status.code(), Some(0));
+
     let mut report: Value =
-        serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(baseline).unwrap()).unwrap();
     let layers = report["layers"].as_array_mut().unwrap();
     let worst = layers
         .iter_mut()
@@ -103,9 +109,17 @@ fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
     let onnx_node = worst["onnx_node"].as_str().unwrap().to_string();
     let rel = worst["rel_to_range"].as_f64().unwrap();
     worst["rel_to_range"] = serde_json::json!(rel / 10.0);
-    std::fs::write(&baseline, serde_json::to_vec(&report).unwrap()).unwrap();
+    std::fs::write(baseline, serde_json::to_vec(&report).unwrap()).unwrap();
+    (module, onnx_node)
+}
 
-    let out = base_args(&["--json", "-"]);
+#[test]
+fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline.json");
+    let (module, onnx_node) = baseline_ten_times_better(&baseline);
+
+    let out = srcnn_against_baseline(&baseline, &["--json", "-"]);
     assert_eq!(out.status.code(), Some(1));
     let now: Value = serde_json::from_slice(&out.stdout).unwrap();
     let grown: Vec<&Value> = now["baseline"]["changes"]
@@ -123,7 +137,114 @@ fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
         .iter()
         .all(|l| l["pass"] == true));
     // A looser limit accepts the same growth.
-    assert_eq!(base_args(&["--max-growth", "20"]).status.code(), Some(0));
+    assert_eq!(
+        srcnn_against_baseline(&baseline, &["--max-growth", "20"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+/// (classname, name, failure message) of every test case of a JUnit report.
+fn junit_cases(xml: &str) -> Vec<(String, String, Option<String>)> {
+    let mut reader = Reader::from_str(xml);
+    let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
+    loop {
+        match reader
+            .read_event()
+            .expect("JUnit report is well-formed XML")
+        {
+            Event::Start(e) | Event::Empty(e) => {
+                let attr = |key: &str| {
+                    e.attributes()
+                        .map(|a| a.unwrap())
+                        .find(|a| a.key.as_ref() == key)
+                        .map(|a| {
+                            a.normalized_value(XmlVersion::Implicit1_0)
+                                .unwrap()
+                                .into_owned()
+                        })
+                        .unwrap_or_default()
+                };
+                match e.name().as_ref() {
+                    "testcase" => cases.push((attr("classname"), attr("name"), None)),
+                    "failure" => cases.last_mut().unwrap().2 = Some(attr("message")),
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    cases
+}
+
+/// A run that fails on baseline growth alone (every layer and output within tolerance, full
+/// coverage) must fail every report the same way: the JUnit file once had zero failures
+/// because it judged the gates itself and knew nothing of the baseline.
+#[test]
+fn a_run_failing_only_on_baseline_growth_fails_in_every_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline.json");
+    let (module, _) = baseline_ten_times_better(&baseline);
+    let (junit, json, md) = (
+        dir.path().join("r.junit.xml"),
+        dir.path().join("r.json"),
+        dir.path().join("r.md"),
+    );
+    let out = srcnn_against_baseline(
+        &baseline,
+        &[
+            "--junit",
+            junit.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "fail");
+    let gates = report["gates"]
+        .as_array()
+        .expect("the JSON report lists its gates");
+    let failed: Vec<&str> = gates
+        .iter()
+        .filter(|g| g["passed"] == false)
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["baseline"], "{gates:?}");
+    let names: Vec<&str> = gates.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["layers", "outputs", "coverage", "baseline"]);
+    assert_eq!(
+        report["gate_failures"],
+        serde_json::json!([gates[3]["detail"]]),
+        "gate_failures are the failed gates' details"
+    );
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"failures="1""#), "{xml}");
+    let failing: Vec<_> = junit_cases(&xml)
+        .into_iter()
+        .filter(|(_, _, failure)| failure.is_some())
+        .collect();
+    assert_eq!(failing.len(), 1, "{xml}");
+    let (classname, name, message) = &failing[0];
+    assert_eq!(classname, "align-check.baseline", "{xml}");
+    assert!(name.contains("baseline"), "{xml}");
+    let message = message.as_deref().unwrap();
+    assert!(
+        message.contains("baseline") && message.contains(&module),
+        "the failure names the baseline and the layer that grew: {message}"
+    );
+
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("FAIL") && md.contains("since the baseline"),
+        "{md}"
+    );
 }
 
 #[test]

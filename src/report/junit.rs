@@ -1,16 +1,17 @@
 //! The JUnit XML report, for CI systems that show test results (GitLab, Jenkins, Azure,
 //! GitHub test reporters): one test suite with a test case per graph output, one per group of
 //! layers under the same top-level module (`layer1`, `(top level)` for values outside any
-//! module), and one for the coverage gate, so that every reason the verdict can fail shows up
-//! as a failed case. Case names are stable from run to run (CI tracks history by name); a
-//! failure's message names the failing layers and their error.
+//! module), and one per other gate of the outcome (coverage, baseline growth), so that every
+//! gate the verdict failed on shows up as a failed case. Pass or fail comes from the
+//! outcome's gates, never judged here. Case names are stable from run to run (CI tracks
+//! history by name); a failure's message names the failing layers and their error.
 //!
 //! Every string is XML-escaped, and characters XML 1.0 cannot carry are replaced, so a
 //! hostile or odd node name cannot break the document.
 
 use super::module_label;
 use super::terminal::fmt_num;
-use crate::outcome::{LayerResult, Outcome};
+use crate::outcome::{Gate, GateName, LayerResult, Outcome};
 use crate::tensor::format_shape;
 use std::fmt::Write;
 
@@ -161,44 +162,77 @@ fn output_cases(outcome: &Outcome) -> Vec<Case> {
         .collect()
 }
 
-fn coverage_case(outcome: &Outcome) -> Case {
-    let c = &outcome.coverage;
-    let short = c.torch_ratio < c.min_coverage;
-    Case {
-        classname: "align-check.coverage",
-        name: "coverage of TorchScript layers".to_string(),
-        failure: short.then(|| {
-            (
-                format!(
-                    "only {:.1}% of TorchScript layers were compared (minimum {:.1}%)",
-                    c.torch_ratio * 100.0,
-                    c.min_coverage * 100.0
-                ),
-                c.unpaired
-                    .iter()
-                    .filter(|u| !u.accounted)
-                    .map(|u| {
-                        format!(
-                            "unpaired {} {} [{}] in {}: {}",
-                            u.side.label(),
-                            u.name,
-                            u.op,
-                            module_label(&u.module),
-                            u.reason
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+/// The case of a gate that the per-layer and per-output cases do not already tell: those
+/// fail exactly where the layers and outputs gates count a failure.
+fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
+    let (classname, name, body) = match gate.name {
+        GateName::Layers | GateName::Outputs => return None,
+        GateName::Coverage => (
+            "align-check.coverage",
+            "coverage of TorchScript layers",
+            unpaired_lines(outcome),
+        ),
+        GateName::Baseline => (
+            "align-check.baseline",
+            "baseline growth",
+            grown_lines(outcome),
+        ),
+    };
+    Some(Case {
+        classname,
+        name: name.to_string(),
+        failure: (!gate.passed).then(|| (gate.detail.clone(), body)),
+    })
+}
+
+/// TorchScript and ONNX values left unpaired that no rule accounts for, one a line.
+fn unpaired_lines(outcome: &Outcome) -> String {
+    outcome
+        .coverage
+        .unpaired
+        .iter()
+        .filter(|u| !u.accounted)
+        .map(|u| {
+            format!(
+                "unpaired {} {} [{}] in {}: {}",
+                u.side.label(),
+                u.name,
+                u.op,
+                module_label(&u.module),
+                u.reason
             )
-        }),
-    }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Layers and outputs whose error grew past the baseline's limit, one a line.
+fn grown_lines(outcome: &Outcome) -> String {
+    let Some(b) = &outcome.baseline else {
+        return String::new();
+    };
+    b.exceeded()
+        .map(|g| {
+            format!(
+                "{} {} {}: error {} of range, {} in the baseline ({}x, limit {}x)",
+                g.kind,
+                g.index,
+                module_label(&g.name),
+                fmt_num(g.rel_to_range),
+                fmt_num(g.baseline_rel_to_range),
+                fmt_num(g.growth),
+                b.max_growth
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The JUnit XML report of `outcome`.
 pub fn render(outcome: &Outcome) -> String {
     let mut cases = output_cases(outcome);
     cases.extend(layer_cases(outcome));
-    cases.push(coverage_case(outcome));
+    cases.extend(outcome.gates.iter().filter_map(|g| gate_case(outcome, g)));
     let failures = cases.iter().filter(|c| c.failure.is_some()).count();
     let suite = format!(
         "align-check {} vs {}",

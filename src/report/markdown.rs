@@ -114,10 +114,10 @@ pub fn render(outcome: &Outcome) -> String {
                     let _ = writeln!(out, "No layer diverges; the check failed on its gates.");
                 }
             }
-            if !outcome.gate_failures.is_empty() {
+            if outcome.failed_gates().next().is_some() {
                 let _ = writeln!(out);
-                for g in &outcome.gate_failures {
-                    let _ = writeln!(out, "- {}", text(g));
+                for g in outcome.failed_gates() {
+                    let _ = writeln!(out, "- {}", text(&g.detail));
                 }
             }
             if outcome.divergence_origins.len() > 1 {

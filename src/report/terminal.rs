@@ -132,11 +132,15 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                         .unwrap_or_default(),
                     fmt_num(d.rel_to_range)
                 ),
-                None => outcome.gate_failures.join("; "),
+                None => outcome
+                    .failed_gates()
+                    .map(|g| g.detail.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
             };
             let _ = writeln!(out, "{} {first}", paint.red("FAIL"));
-            for reason in &outcome.gate_failures {
-                let _ = writeln!(out, "  - {reason}");
+            for gate in outcome.failed_gates() {
+                let _ = writeln!(out, "  - {}", gate.detail);
             }
             if outcome.divergence_origins.len() > 1 {
                 let _ = writeln!(

@@ -506,7 +506,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
             .skip(1)
             .map(divergence_view)
             .collect(),
-        gate_failures: outcome.gate_failures.clone(),
+        gate_failures: outcome.failed_gates().map(|g| g.detail.clone()).collect(),
         models: [
             ("TorchScript (reference)", &outcome.torch_model),
             ("ONNX", &outcome.onnx_model),
