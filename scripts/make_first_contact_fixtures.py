@@ -7,12 +7,25 @@ thing wrong; and that ONNX model saved with external data, then moved without it
 file (moved_external.onnx); and other_weights.onnx, the same network exported from another
 random initialisation (two files from different checkpoints).
 
+A second network with BatchNorm and Dropout gives the training-mode mistakes: bn.pt and
+bn.onnx are its correct pair, train_mode.pt was traced without model.eval(), and
+train_mode.onnx was exported with training=TrainingMode.TRAINING; batch_stats.pt and
+batch_stats.onnx are a correct pair whose BatchNorm keeps no running statistics (it uses the
+batch's in eval mode too, and must not be taken for training mode). cuda.pt is TorchScript
+whose graph puts a tensor on cuda:0, as a trace made on a GPU does (scripted here, since
+tracing on a GPU needs one). newer_format.pt, newer_ir.onnx and newer_opset.onnx are the
+good files stamped with versions newer than any runtime reads. batch1.pt fails inside
+libtorch on the batch size of batch2.onnx's inputs (a trace fixes `view`'s sizes).
+
 Run with the pinned interpreter: .venv/bin/python scripts/make_first_contact_fixtures.py
 It overwrites tests/fixtures/first_contact/ and nothing else.
 """
 
+import contextlib
+import io
 import os
 import shutil
+import zipfile
 import sys
 import tempfile
 import warnings
@@ -36,6 +49,91 @@ class TinyNet(torch.nn.Module):
 
     def forward(self, x):
         return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc(x)))))
+
+
+class BnNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.relu(self.bn(self.conv(x)))).flatten(1))
+
+
+class CudaNet(TinyNet):
+    """TinyNet whose output gains a tensor made on cuda:0, as `torch.zeros(..., device=x.device)`
+    traced on a GPU records it."""
+
+    def forward(self, x):
+        bias = torch.zeros(2, device=torch.device("cuda:0"))
+        return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc(x))))) + bias
+
+
+class FlatNet(TinyNet):
+    """TinyNet on 2x2 inputs; `int()` makes the trace fix `view`'s batch size at the one it saw."""
+
+    def forward(self, x):
+        return super().forward(x.view(int(x.shape[0]), 4))
+
+
+def write_batch_mismatch(out):
+    """A trace made at batch 1 whose `view` then fails on the batch 2 the ONNX model takes:
+    a runtime error from inside libtorch's interpreter."""
+    model = FlatNet().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.trace(model, (torch.randn(1, 2, 2),)).save(os.path.join(out, "batch1.pt"))
+    ex.export_onnx(model, (torch.randn(2, 2, 2),), os.path.join(out, "batch2.onnx"), "legacy",
+                   ["x"], ["y"])
+
+
+def restamp_zip(src, dst, version):
+    """Copies a TorchScript archive with its file-format `version` records set to `version`."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("/version") or item.filename.endswith("/.data/version"):
+                data = f"{version}\n".encode()
+            zout.writestr(item, data)
+
+
+def write_training_mode_pair(out):
+    torch.manual_seed(2)
+    model = BnNet()
+    example = (torch.randn(2, 3, 6, 6),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.trace(model.train(), example, check_trace=False).save(
+            os.path.join(out, "train_mode.pt"))
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            torch.onnx.export(model.train(), example, os.path.join(out, "train_mode.onnx"),
+                              dynamo=False, opset_version=17, input_names=["x"],
+                              output_names=["y"], training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False)
+    model.eval()
+    torch.jit.trace(model, example).save(os.path.join(out, "bn.pt"))
+    ex.export_onnx(model, example, os.path.join(out, "bn.onnx"), "legacy", ["x"], ["y"])
+    # In eval mode, but normalising with the batch's statistics by design: not a mistake.
+    model.bn = torch.nn.BatchNorm2d(4, track_running_stats=False)
+    model.eval()
+    torch.jit.trace(model, example).save(os.path.join(out, "batch_stats.pt"))
+    ex.export_onnx(model, example, os.path.join(out, "batch_stats.onnx"), "legacy", ["x"], ["y"])
+
+
+def write_version_stamped(out):
+    restamp_zip(os.path.join(out, "model.pt"), os.path.join(out, "newer_format.pt"), 99)
+    newer_ir = onnx.load(os.path.join(out, "model.onnx"))
+    newer_ir.ir_version = 99
+    onnx.save_model(newer_ir, os.path.join(out, "newer_ir.onnx"))
+    newer_opset = onnx.load(os.path.join(out, "model.onnx"))
+    for entry in newer_opset.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = 99
+    onnx.save_model(newer_opset, os.path.join(out, "newer_opset.onnx"))
 
 
 def main():
@@ -62,6 +160,13 @@ def main():
     torch.manual_seed(1)
     ex.export_onnx(TinyNet().eval(), example, os.path.join(out, "other_weights.onnx"), "legacy",
                    ["x"], ["y"])
+    torch.manual_seed(0)
+    cuda = CudaNet().eval()
+    cuda.load_state_dict(model.state_dict())
+    torch.jit.script(cuda).save(os.path.join(out, "cuda.pt"))
+    write_training_mode_pair(out)
+    write_version_stamped(out)
+    write_batch_mismatch(out)
     print(f"wrote {sorted(os.listdir(out))} to {out}")
 
 

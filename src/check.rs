@@ -75,6 +75,8 @@ pub struct Models {
     onnx: OnnxRunner,
     pub specs: Vec<InputSpec>,
     memory: MemoryPlan,
+    /// What runs in training mode, compared anyway under `--allow-training-mode`.
+    pub training_mode: Vec<String>,
 }
 
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
@@ -83,6 +85,11 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
+    // Refused before ONNX Runtime builds a session, which is the slow part of loading.
+    let onnx_training = crate::training_mode::judge(
+        [None, onnx::training::training_mode(&onnx_model)],
+        cfg.allow_training_mode,
+    )?;
     // The instrumented session is built once and takes over the ONNX weights. It comes
     // before the TorchScript module so that the protobuf's transient copies of the weights
     // are gone before libtorch's copy arrives: loading peaks lower.
@@ -94,6 +101,9 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     )?;
     memory::release_freed();
     let torch = TorchModel::load(&cfg.torch_path)?;
+    let mut training_mode =
+        crate::training_mode::judge([torch.training_mode(), None], cfg.allow_training_mode)?;
+    training_mode.extend(onnx_training);
     timing.load_s += t0.elapsed().as_secs_f64();
     // The budget is planned against what loading actually left resident, and loading's own
     // peak must already have fitted.
@@ -111,6 +121,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
         onnx,
         specs,
         memory,
+        training_mode,
     })
 }
 
@@ -276,7 +287,9 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let files = hashing
         .join()
         .map_err(|_| anyhow::anyhow!("internal error while hashing the model files"))??;
-    acc.finish(cfg, started, files)
+    let mut outcome = acc.finish(cfg, started, files)?;
+    outcome.training_mode = models.training_mode;
+    Ok(outcome)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -301,6 +314,7 @@ fn assemble(
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
+        training_mode: Vec::new(),
         torch_model,
         onnx_model,
         inputs,

@@ -1,8 +1,7 @@
 //! The command line as the user typed it: clap definitions, parsing and validation only.
 //!
-//! Nothing here runs a model. `config.rs` turns these raw arguments into the resolved
-//! configuration a run uses, so that a future config file and the command line feed the
-//! same structure.
+//! Nothing here runs a model. `config.rs` turns these raw arguments, with the configuration
+//! file (`config_file.rs`) underneath, into the resolved configuration a run uses.
 
 use crate::inputs::{parse_shape, split_assignment};
 use clap::{Args, Parser, Subcommand};
@@ -53,9 +52,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List every value align-check can capture from one model (.pt or .onnx): execution
-    /// index, module path and class, op, dtype, shape and, for TorchScript, the source line.
-    /// Run this first when pairing surprises you.
+    /// Say what a model file is (TorchScript and its format version, training mode; ONNX IR
+    /// version, opsets, producer, exporter, external data), then list every value align-check
+    /// can capture from it: execution index, module path and class, op, dtype, shape and, for
+    /// TorchScript, the source line. Run this first when pairing surprises you.
     Inspect(InspectArgs),
 }
 
@@ -122,6 +122,12 @@ pub struct CheckArgs {
     /// Report, but always exit 0 when the check ran (exit 2 still means it could not run)
     #[arg(long, help_heading = "Gate")]
     pub exit_zero: bool,
+
+    /// Compare even when a model was traced or exported in training mode (BatchNorm using
+    /// batch statistics, active dropout), which is otherwise refused with the fix; the
+    /// report then says so
+    #[arg(long, help_heading = "Gate")]
+    pub allow_training_mode: bool,
 
     /// Write the JSON report to PATH ('-' for stdout)
     #[arg(long, value_name = "PATH", help_heading = "Reports")]

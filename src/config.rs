@@ -51,6 +51,8 @@ pub struct CheckConfig {
     pub max_growth: f64,
     pub update_baseline: bool,
     pub exit_zero: bool,
+    /// Compare models traced or exported in training mode instead of refusing them.
+    pub allow_training_mode: bool,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -206,6 +208,8 @@ impl CheckConfig {
             max_growth,
             update_baseline: args.update_baseline,
             exit_zero: args.exit_zero || file.gate.exit_zero.unwrap_or(false),
+            allow_training_mode: args.allow_training_mode
+                || file.gate.allow_training_mode.unwrap_or(false),
             reports,
             all_rows: args.all,
             worst: args.worst,

@@ -70,6 +70,7 @@ pub struct GateSection {
     pub baseline: Option<PathBuf>,
     pub max_growth: Option<f64>,
     pub exit_zero: Option<bool>,
+    pub allow_training_mode: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,5 +1,5 @@
-//! `align-check inspect MODEL`: every value the tool can capture from one model, so a user
-//! whose pairing surprises them can see what each side offers.
+//! `align-check inspect MODEL`: what the file is (`model_identity`), then every value the tool
+//! can capture from it, so a user whose pairing surprises them can see what each side offers.
 //!
 //! An ONNX model is run on inputs from its own signature. A TorchScript model has no
 //! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx`, `--shape` or
@@ -9,6 +9,7 @@ use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::InspectArgs;
 use crate::config::{input_request, runtime_config};
 use crate::inputs::{npy, resolve, InputRequest};
+use crate::model_identity;
 use crate::onnx;
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::report::module_label;
@@ -34,9 +35,10 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
     let rt = runtime_config(&args.runtime, None)?;
     let request = input_request(&args.inputs, None)?;
     let text = match file_kind(&args.model)? {
-        FileKind::Zip => {
+        FileKind::Zip | FileKind::Pickle => {
             crate::runtimes::init(&rt, args.onnx.is_some())?;
             let model = TorchModel::load(&args.model)?;
+            print!("{}", model_identity::torchscript(&model));
             let specs = match &args.onnx {
                 Some(onnx_path) => {
                     let m = onnx::model::load(onnx_path)?;
@@ -56,6 +58,7 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
         _ => {
             crate::runtimes::init(&rt, true)?;
             let model = onnx::model::load(&args.model)?;
+            print!("{}", model_identity::onnx(&model));
             let specs = onnx::signature::inputs(&model)?;
             let inputs = resolve(&specs, &request)?;
             let named: Vec<_> = inputs.into_iter().map(|i| (i.name, i.tensor)).collect();

@@ -310,6 +310,9 @@ pub struct Outcome {
     pub divergence_origins: Vec<Divergence>,
     /// Where NaN or Inf first appear on each side, if anywhere.
     pub first_nonfinite: FirstNonFinite,
+    /// What runs in training mode in either model, one line per side; only ever non-empty
+    /// under `--allow-training-mode` (otherwise such a pair is refused before running).
+    pub training_mode: Vec<String>,
     pub torch_model: FileInfo,
     pub onnx_model: FileInfo,
     /// The first sample's inputs.

@@ -11,6 +11,8 @@ pub enum FileKind {
     Zip,
     /// A protobuf that starts like an ONNX `ModelProto` (field 1, `ir_version`, a small varint).
     OnnxLike,
+    /// A Python pickle (protocol 2 to 5): the legacy `torch.save` format.
+    Pickle,
     Other,
 }
 
@@ -19,6 +21,7 @@ pub fn sniff(bytes: &[u8]) -> FileKind {
         [] => FileKind::Empty,
         [b'P', b'K', 3, 4, ..] => FileKind::Zip,
         [0x08, v, ..] if (1..=64).contains(v) => FileKind::OnnxLike,
+        [0x80, p, ..] if (2..=5).contains(p) => FileKind::Pickle,
         _ => FileKind::Other,
     }
 }
@@ -33,5 +36,6 @@ mod tests {
         assert_eq!(sniff(b"PK\x03\x04rest"), FileKind::Zip);
         assert_eq!(sniff(&[0x08, 0x08, 0x12, 0x07]), FileKind::OnnxLike);
         assert_eq!(sniff(b"hello"), FileKind::Other);
+        assert_eq!(sniff(b"\x80\x02\x8a\x0a"), FileKind::Pickle);
     }
 }

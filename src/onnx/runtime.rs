@@ -175,10 +175,15 @@ pub fn explain_session_error(
     {
         // Said after a C++ signature and a paragraph about released opsets: the two numbers
         // are what the user needs.
+        let supported = supported.trim_end_matches('.').trim();
         return format!(
-            "ONNX Runtime cannot load {shown}: it imports ai.onnx opset {}, but this ONNX Runtime supports ai.onnx up to opset {}",
+            "ONNX Runtime cannot load {shown}: it imports ai.onnx opset {}, but this ONNX Runtime supports ai.onnx up to opset {supported}: export again with torch.onnx.export(..., opset_version={supported}) or lower",
             model.opset(),
-            supported.trim_end_matches('.').trim()
+        );
+    }
+    if let Some((file, supported)) = ir_versions(&msg) {
+        return format!(
+            "ONNX Runtime cannot load {shown}: it is ONNX IR version {file}, but this ONNX Runtime reads IR versions up to {supported}: save it with the onnx package that matches onnxruntime (scripts/requirements.txt pins both) or convert it with onnx.version_converter"
         );
     }
     if !unknown_op {
@@ -202,6 +207,20 @@ pub fn explain_session_error(
         ),
     };
     format!("ONNX Runtime has no implementation of op `{op}` used by {shown}: {hint} (ONNX Runtime said: {msg})")
+}
+
+/// The two numbers of ONNX Runtime's "Unsupported model IR version: 99, max supported IR
+/// version: 13": the file's IR version and the newest this runtime reads.
+fn ir_versions(msg: &str) -> Option<(&str, &str)> {
+    let number_after = |marker: &str| -> Option<&str> {
+        let rest = msg.split(marker).nth(1)?;
+        let n = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+        (!n.is_empty()).then_some(n)
+    };
+    Some((
+        number_after("Unsupported model IR version: ")?,
+        number_after("max supported IR version: ")?,
+    ))
 }
 
 /// The element type of the node ONNX Runtime names in "... node with name 'X'" (its first

@@ -135,6 +135,13 @@ pub fn render(outcome: &Outcome) -> String {
             }
         }
     }
+    for line in &outcome.training_mode {
+        let _ = writeln!(
+            out,
+            "\n> Compared in training mode as asked (--allow-training-mode): {}",
+            text(line)
+        );
+    }
 
     let mut worst: Vec<&LayerResult> = outcome.layers.iter().collect();
     worst.sort_by(|a, b| {

@@ -331,6 +331,13 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         c.onnx_ratio * 100.0,
         failed_layers
     );
+    for line in &outcome.training_mode {
+        let _ = writeln!(
+            out,
+            "{} compared in training mode as asked (--allow-training-mode): {line}",
+            paint.yellow("note:")
+        );
+    }
     let unconfirmed: Vec<&LayerResult> = outcome.layers.iter().filter(|l| l.unconfirmed).collect();
     if let Some(first) = unconfirmed.first() {
         let _ = writeln!(

@@ -41,6 +41,22 @@ pub fn explain_zip(path: &Path) -> Option<String> {
     Some(describe_checkpoint(&pickle))
 }
 
+/// The TorchScript file-format version an archive records (`.data/version`, or `version` in
+/// older archives), when it records one.
+pub fn format_version(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut zip = zip::ZipArchive::new(file).ok()?;
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let entry = names
+        .iter()
+        .find(|n| n.ends_with("/.data/version"))
+        .or_else(|| names.iter().find(|n| n.ends_with("/version")))?
+        .clone();
+    let mut text = String::new();
+    zip.by_name(&entry).ok()?.read_to_string(&mut text).ok()?;
+    Some(text.trim().to_string())
+}
+
 /// What a file that is not a zip is, when it is a legacy-format `torch.save` checkpoint.
 pub fn explain_legacy(head: &[u8]) -> Option<String> {
     head.starts_with(LEGACY_SAVE_MAGIC).then(|| {

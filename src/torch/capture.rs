@@ -4,10 +4,10 @@
 //! passed in the wrong slot) so that the common mistakes get a precise message; whatever
 //! libtorch itself rejects comes back from the shim as an error, never an abort.
 
-use super::archive;
 use super::convert::{from_host, to_host};
 use super::ffi::ModulePlan;
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
+use super::{archive, errors, hazards};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
 use crate::sniff::{sniff, FileKind};
 use crate::store::{Keep, Stored};
@@ -52,7 +52,7 @@ fn check_file(path: &Path) -> Result<()> {
         FileKind::OnnxLike => bail!(
             "this looks like an ONNX model, not a TorchScript archive (the TorchScript file comes first)"
         ),
-        FileKind::Other => {
+        FileKind::Other | FileKind::Pickle => {
             bail!("not a TorchScript archive (expected the zip file that torch.jit.save writes)")
         }
     }
@@ -63,11 +63,14 @@ impl TorchModel {
         let context = || format!("TorchScript model {}", path.display());
         check_file(path).with_context(context)?;
         let plan = ModulePlan::load(path)
-            .map_err(|e| anyhow!("{}", explain_load_error(&first_line(&e.to_string()))))
+            .map_err(|e| anyhow!("{}", errors::explain_load_error(&e.to_string())))
             .with_context(context)?;
         let meta: GraphMeta = serde_json::from_str(&plan.meta_json())
             .context("the TorchScript shim returned unreadable metadata")
             .with_context(context)?;
+        if let Some(why) = hazards::needs_cuda(&meta) {
+            return Err(anyhow!(why)).with_context(context);
+        }
         let tree = ModuleTree::new(&meta.modules);
         // Values of one module call share their frames: resolve each distinct stack once.
         type Frames<'m> = (&'m str, &'m [String]);
@@ -89,6 +92,16 @@ impl TorchModel {
             meta,
             scopes,
         })
+    }
+
+    /// What in the graph is fixed in training mode (one line), if anything is.
+    pub fn training_mode(&self) -> Option<String> {
+        hazards::training_mode(&self.meta)
+    }
+
+    /// Whether the archive's root module was saved with `training` set.
+    pub fn saved_training(&self) -> bool {
+        self.meta.saved_training
     }
 
     /// The `forward` arguments after `self`, with their TorchScript types.
@@ -128,16 +141,38 @@ impl TorchModel {
             .collect()
     }
 
+    /// A failed run in one line: libtorch's innermost reason, where in the model's code, and
+    /// the input shapes it was given (a trace that fixed its example's sizes fails on others).
+    fn run_error(&self, inputs: &[HostTensor], error: &anyhow::Error) -> anyhow::Error {
+        let shapes: Vec<String> = self
+            .meta
+            .inputs
+            .iter()
+            .zip(inputs)
+            .map(|(meta, t)| {
+                // TorchScript's debug names carry a uniquing suffix: `x.1` is the user's `x`.
+                let name = match meta.name.rsplit_once('.') {
+                    Some((base, n)) if n.chars().all(|c| c.is_ascii_digit()) => base,
+                    _ => &meta.name,
+                };
+                format!("{name}={}", crate::tensor::format_shape(&t.shape))
+            })
+            .collect();
+        anyhow!(
+            "running {} on inputs {}: {}",
+            self.path.display(),
+            shapes.join(" "),
+            errors::explain_run_error(&error.to_string())
+        )
+    }
+
     /// Runs the module's own `forward`, uninstrumented, and returns its flattened outputs.
     pub fn forward(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
         let tensors = self.to_torch_inputs(inputs)?;
-        let run = self.plan.forward(&tensors).map_err(|e| {
-            anyhow!(
-                "running {}: {}",
-                self.path.display(),
-                first_line(&e.to_string())
-            )
-        })?;
+        let run = self
+            .plan
+            .forward(&tensors)
+            .map_err(|e| self.run_error(inputs, &e))?;
         run.outputs.iter().map(to_host).collect()
     }
 
@@ -158,13 +193,10 @@ impl TorchModel {
             observed.push(id, &meta.inputs, dtype, shape, keep.keep(host)?);
             Ok(())
         };
-        let run = self.plan.capture(&tensors, &mut receive).map_err(|e| {
-            anyhow!(
-                "running {}: {}",
-                self.path.display(),
-                first_line(&e.to_string())
-            )
-        })?;
+        let run = self
+            .plan
+            .capture(&tensors, &mut receive)
+            .map_err(|e| self.run_error(inputs, &e))?;
         let mut values = Vec::with_capacity(observed.values.len() + run.outputs.len());
         for (id, o) in observed.values.into_iter().enumerate() {
             let meta = &metas[o.meta];
@@ -313,45 +345,4 @@ impl Observed {
             stored,
         });
     }
-}
-
-/// libtorch reports a damaged or foreign zip in the words of its archive reader, and a custom
-/// op whose library was not loaded as an unknown builtin; say what it means first (and what
-/// to pass) and keep its detail after.
-fn explain_load_error(message: &str) -> String {
-    let detail = match message.find("] ") {
-        Some(i) if message.starts_with("[enforce fail") => {
-            message[i + 2..].trim_start_matches(". ")
-        }
-        _ => message,
-    };
-    if message.contains("PytorchStreamReader") || message.contains("inline_container") {
-        format!("not a readable TorchScript archive (damaged, or not written by torch.jit.save): {detail}")
-    } else if let Some(op) = unknown_builtin_op(message) {
-        format!(
-            "it calls the operator `{op}`, which is not registered: if it is a custom op, pass \
-             --torch-ops LIB with the library that registers it (TORCH_LIBRARY) \
-             (libtorch said: {detail})"
-        )
-    } else {
-        detail.to_string()
-    }
-}
-
-/// The op of libtorch's "Unknown builtin op: my_ops::my_add." (a model calling an op that no
-/// loaded library registered).
-fn unknown_builtin_op(message: &str) -> Option<&str> {
-    let (_, rest) = message.split_once("Unknown builtin op: ")?;
-    let op = rest.split_whitespace().next()?.trim_end_matches('.');
-    (!op.is_empty()).then_some(op)
-}
-
-/// libtorch messages can run to many lines (source excerpts, traces); a report needs one.
-fn first_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("unknown error")
-        .to_string()
 }

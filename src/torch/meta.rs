@@ -34,6 +34,27 @@ pub struct GraphMeta {
     pub modules: Vec<ModuleMeta>,
     /// For each leaf of the graph's outputs, the index into `values` that produced it.
     pub outputs: Vec<Option<usize>>,
+    /// Whether the archive's root module was saved with `training` set (scripted modules
+    /// read it at run time; the shim switches it off).
+    #[serde(default)]
+    pub saved_training: bool,
+    /// Ops the graph fixes in training mode: batch_norm with batch statistics, active dropout.
+    #[serde(default)]
+    pub training_ops: Vec<GraphSite>,
+    /// Ops whose constant arguments put tensors on a CUDA device.
+    #[serde(default)]
+    pub cuda_ops: Vec<GraphSite>,
+}
+
+/// One node of the graph that something is said about, with where it is.
+#[derive(Debug, Deserialize)]
+pub struct GraphSite {
+    pub op: String,
+    pub hierarchy: String,
+    pub source: String,
+    /// The CUDA device a `cuda_ops` site names; `""` otherwise.
+    #[serde(default)]
+    pub device: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,6 +106,24 @@ fn frames(hierarchy: &str) -> Vec<(&str, &str)> {
         rest = rest[open + close + 1..].trim_start_matches('.');
     }
     out
+}
+
+impl GraphSite {
+    /// Where the site is, for a message: its module path, op and source line.
+    pub fn describe(&self) -> String {
+        let path: Vec<&str> = frames(&self.hierarchy)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let mut out = format!("`{}`", self.op);
+        if !path.is_empty() {
+            out = format!("{} ({out})", path.join("."));
+        }
+        if !self.source.is_empty() {
+            out.push_str(&format!(" at {}", self.source));
+        }
+        out
+    }
 }
 
 fn join(parent: &str, name: &str) -> String {

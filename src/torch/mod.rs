@@ -3,7 +3,10 @@
 mod archive;
 mod capture;
 pub mod convert;
+mod errors;
 mod ffi;
+mod hazards;
 pub mod meta;
 
+pub use archive::format_version;
 pub use capture::{InputInfo, StaticValue, TorchModel};

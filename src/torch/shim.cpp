@@ -107,6 +107,31 @@ bool is_tensor(const Value* v) {
   return v->type()->kind() == c10::TypeKind::TensorType;
 }
 
+bool inside_torch_package(const std::string& location) {
+  return location.find("/torch/") != std::string::npos ||
+         location.find("code/__torch__") != std::string::npos;
+}
+
+// The innermost frame outside the torch package of a traced op's recorded Python stack. The
+// tracer keeps the whole stack as the text of the op's source, one `file(line): function`
+// per line, innermost first; the range's own file and line are only the innermost frame,
+// which for a module's op is inside torch (every BatchNorm at functional.py). "" when the
+// text is not such a stack or every frame is PyTorch's.
+std::string innermost_user_frame(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto close = line.rfind("): ");
+    auto open = close == std::string::npos ? std::string::npos : line.rfind('(', close);
+    if (open == std::string::npos || open == 0) return "";
+    std::string number = line.substr(open + 1, close - open - 1);
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos) return "";
+    std::string file = line.substr(0, open);
+    if (!inside_torch_package(file)) return file + ":" + number;
+  }
+  return "";
+}
+
 // "file:line" of a range, following a loaded module's serialized code back to the Python
 // source that generated it where the archive kept that record.
 std::string describe_range(const torch::jit::SourceRange& range) {
@@ -114,12 +139,12 @@ std::string describe_range(const torch::jit::SourceRange& range) {
   const torch::jit::SourceRange& r = original ? *original : range;
   auto flc = r.file_line_col();
   if (!flc || std::get<0>(*flc).empty()) return "";
-  return std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc));
-}
-
-bool inside_torch_package(const std::string& location) {
-  return location.find("/torch/") != std::string::npos ||
-         location.find("code/__torch__") != std::string::npos;
+  std::string location = std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc));
+  if (inside_torch_package(location) && r.source()) {
+    std::string user = innermost_user_frame(std::string(r.source()->text_str().str()));
+    if (!user.empty()) return user;
+  }
+  return location;
 }
 
 // The user's own line for a node: the innermost frame outside the torch package. A conv's
@@ -322,9 +347,72 @@ void write_modules(const torch::jit::Module& root, std::ostringstream& meta) {
   }
 }
 
+// The argument that switches an op into training behaviour, for the ops a model traced
+// without `model.eval()` records with it set: batch_norm's `training` (batch statistics),
+// dropout's `train` (random zeroing).
+int training_argument(const Node* node) {
+  static const std::unordered_map<std::string, int> positions = {
+      {"aten::batch_norm", 5},     {"aten::dropout", 2},       {"aten::dropout_", 2},
+      {"aten::feature_dropout", 2}, {"aten::alpha_dropout", 2}, {"aten::feature_alpha_dropout", 2}};
+  auto it = positions.find(node->kind().toQualString());
+  return it == positions.end() ? -1 : it->second;
+}
+
+// A CUDA device a node's constant argument names (`device=cuda:0`, a tensor constant on the
+// GPU): what a trace made on a GPU records, and what cannot run on align-check's CPU.
+std::string cuda_argument(const Node* node) {
+  for (const Value* in : node->inputs()) {
+    auto constant = torch::jit::toIValue(in);
+    if (!constant) continue;
+    if (constant->isDevice() && constant->toDevice().is_cuda()) return constant->toDevice().str();
+    if (constant->isTensor() && constant->toTensor().is_cuda())
+      return constant->toTensor().device().str();
+  }
+  return "";
+}
+
+void write_site(std::ostringstream& meta, bool& first, Node* node, const std::string& device) {
+  meta << (first ? "" : ",") << "{\"op\":";
+  first = false;
+  json_escape(meta, node->kind().toQualString());
+  meta << ",\"hierarchy\":";
+  json_escape(meta, torch::jit::utils::getNodesModuleHierarchy(*node));
+  meta << ",\"source\":";
+  json_escape(meta, source_of(node));
+  meta << ",\"device\":";
+  json_escape(meta, device);
+  meta << '}';
+}
+
+// Nodes that make the graph unfit to compare as saved: ops fixed in training mode
+// (`training_ops`) and ops that put tensors on a GPU (`cuda_ops`), each with where it is.
+void write_hazards(torch::jit::Block* block, bool& first_training, bool& first_cuda,
+                   std::ostringstream& training, std::ostringstream& cuda) {
+  for (Node* node : block->nodes()) {
+    for (auto* b : node->blocks()) write_hazards(b, first_training, first_cuda, training, cuda);
+    int arg = training_argument(node);
+    if (arg >= 0 && static_cast<size_t>(arg) < node->inputs().size()) {
+      auto flag = torch::jit::toIValue(node->input(arg));
+      // A BatchNorm without running statistics (track_running_stats=False) normalises with
+      // the batch's in eval mode too: its running_mean argument is None, and it is not a
+      // training-mode trace.
+      auto running_mean = node->inputs().size() > 3 ? torch::jit::toIValue(node->input(3))
+                                                     : c10::optional<c10::IValue>();
+      bool no_running_stats = node->kind() == c10::aten::batch_norm && running_mean &&
+                              running_mean->isNone();
+      if (flag && flag->isBool() && flag->toBool() && !no_running_stats)
+        write_site(training, first_training, node, "");
+    }
+    std::string device = cuda_argument(node);
+    if (!device.empty()) write_site(cuda, first_cuda, node, device);
+  }
+}
+
 Plan* build_plan(const std::string& path) {
   auto plan = std::make_unique<Plan>();
-  plan->module = torch::jit::load(path);
+  // Parameters saved from a GPU are mapped to the CPU, where align-check runs the model.
+  plan->module = torch::jit::load(path, c10::Device(c10::kCPU));
+  const bool saved_training = plan->module.is_training();
   plan->module.eval();
 
   auto& forward = torch::jit::toGraphFunction(plan->module.get_method("forward").function());
@@ -363,6 +451,11 @@ Plan* build_plan(const std::string& path) {
     meta << ",\"op\":\"input\",\"hierarchy\":\"\",\"source\":\"\",\"block\":\"\",\"inputs\":[]}";
   }
   collect_values(graph->block(), "", unique_type_paths(plan->module), ids, captured, meta);
+  std::ostringstream training, cuda;
+  bool first_training = true, first_cuda = true;
+  write_hazards(graph->block(), first_training, first_cuda, training, cuda);
+  meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
+  meta << ",\"training_ops\":[" << training.str() << "],\"cuda_ops\":[" << cuda.str();
   meta << "],\"modules\":[";
   write_modules(plan->module, meta);
   meta << "],\"outputs\":[";

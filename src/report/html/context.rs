@@ -25,6 +25,8 @@ pub struct Page {
     /// Divergence origins after the first (independent branches).
     pub other_origins: Vec<DivergenceView>,
     pub gate_failures: Vec<String>,
+    /// What runs in training mode, under `--allow-training-mode`.
+    pub training_mode: Vec<String>,
     pub models: Vec<FileView>,
     pub inputs: Vec<InputView>,
     /// Input samples when more than one was checked.
@@ -507,6 +509,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
             .map(divergence_view)
             .collect(),
         gate_failures: outcome.failed_gates().map(|g| g.detail.clone()).collect(),
+        training_mode: outcome.training_mode.clone(),
         models: [
             ("TorchScript (reference)", &outcome.torch_model),
             ("ONNX", &outcome.onnx_model),
