@@ -10,19 +10,13 @@ use crate::capture::Uncapturable;
 use crate::details::LayerDetail;
 use crate::inputs::ResolvedInput;
 use crate::pairing::{Coverage, Unpaired};
+pub use crate::stats::finite_or_null;
 use crate::stats::ErrorStats;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
+use std::ops::{Deref, DerefMut};
 
 /// Bumped whenever a key is renamed or removed or its meaning changes; adding keys does not.
 pub const SCHEMA_VERSION: u32 = 1;
-
-pub fn finite_or_null<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    if v.is_finite() {
-        s.serialize_f64(*v)
-    } else {
-        s.serialize_none()
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,44 +59,37 @@ pub struct Gate {
     pub detail: String,
 }
 
-/// Statistics of one compared pair as the report shows them.
+/// One compared pair as the report shows it: what was compared, its statistics (each defined
+/// once, in `ErrorStats`, and serialised in place), and over how many samples. Reads as its
+/// statistics (`cmp.rel_to_range`) through `Deref`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
     pub shape: Vec<usize>,
     pub dtype: String,
     pub onnx_dtype: String,
-    #[serde(serialize_with = "finite_or_null")]
-    pub max_abs: f64,
-    pub max_abs_index: Vec<usize>,
-    #[serde(serialize_with = "finite_or_null")]
-    pub mean_abs: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub rmse: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub max_rel: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub rel_to_range: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub cosine: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub snr_db: f64,
-    pub mismatch_ratio: f64,
-    pub nan_torch: usize,
-    pub nan_onnx: usize,
-    pub inf_torch: usize,
-    pub inf_onnx: usize,
-    pub atol: f64,
-    pub rtol: f64,
-    pub pass: bool,
-    pub histogram: Vec<u64>,
+    /// The worst sample's statistics.
+    #[serde(flatten)]
+    pub stats: ErrorStats,
     /// Input samples this pair was compared on; the statistics above are the worst one's.
     pub samples: usize,
     pub worst_sample: usize,
     /// 95th percentile of `rel_to_range` across samples (equal to it for one sample).
     #[serde(serialize_with = "finite_or_null")]
     pub p95_rel_to_range: f64,
-    #[serde(skip)]
-    pub stats: ErrorStats,
+}
+
+impl Deref for Comparison {
+    type Target = ErrorStats;
+
+    fn deref(&self) -> &ErrorStats {
+        &self.stats
+    }
+}
+
+impl DerefMut for Comparison {
+    fn deref_mut(&mut self) -> &mut ErrorStats {
+        &mut self.stats
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -228,8 +215,8 @@ impl FirstNonFinite {
             })
         };
         FirstNonFinite {
-            torch: first(&|c| (c.nan_torch, c.inf_torch)),
-            onnx: first(&|c| (c.nan_onnx, c.inf_onnx)),
+            torch: first(&|c| (c.nan_ref, c.inf_ref)),
+            onnx: first(&|c| (c.nan_test, c.inf_test)),
         }
     }
 }

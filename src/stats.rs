@@ -8,10 +8,20 @@
 
 use half::{bf16, f16};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::tensor::{format_shape, with_data, HostTensor, TensorData};
-use crate::tolerance::Tolerance;
+use crate::tolerance::{ElementBound, Tolerance};
+
+/// Writes a non-finite number (an SNR of +inf for identical tensors) as `null`: JSON has no
+/// infinity.
+pub fn finite_or_null<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
 
 /// Elements per chunk. Tensors up to this size are done on the calling thread; larger ones are
 /// split at these fixed boundaries and the chunks run in parallel. The boundaries never depend
@@ -34,6 +44,7 @@ const N_BINS: usize = 2 + DECADE_EDGES.len();
 /// 0; bin 1 counts `0 < e < 1e-12`; bins 2..=15 the decades `[1e-12, 1e-11)` ... `[1e1, 1e2)`;
 /// bin 16 counts `e >= 1e2` (including an error that overflowed to infinity).
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(transparent)]
 pub struct Histogram {
     pub bins: Vec<u64>,
 }
@@ -107,52 +118,68 @@ fn bin_of(e: f64) -> usize {
 /// The numeric statistics (`max_abs` ... `snr_db`, histogram) are over the element pairs where
 /// both sides are finite; NaN and infinities are counted separately per side and only enter
 /// `mismatches` through `nonfinite_mismatch`.
+///
+/// The one definition of every statistic a report shows: serialised in place into each
+/// layer and output of the JSON report (`outcome::Comparison`), under the report's names
+/// (`nan_torch` for `nan_ref`); the fields marked `skip` are for the program only.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ErrorStats {
+    #[serde(skip)]
     pub numel: usize,
     /// Largest `|t - r|`.
+    #[serde(serialize_with = "finite_or_null")]
     pub max_abs: f64,
     /// Row-major multi-index of the first element with the largest error; empty when there is
     /// no finite pair (numel 0, or every pair has a NaN/Inf).
     pub max_abs_index: Vec<usize>,
     /// Mean of `|t - r|` over the finite pairs.
+    #[serde(serialize_with = "finite_or_null")]
     pub mean_abs: f64,
     /// Root mean square of `t - r` over the finite pairs.
+    #[serde(serialize_with = "finite_or_null")]
     pub rmse: f64,
     /// Largest `|t - r| / |r|` over finite pairs with `|r| > f64::MIN_POSITIVE`; 0 if none.
+    #[serde(serialize_with = "finite_or_null")]
     pub max_rel: f64,
     /// `max_abs / ref_max_abs`: the error relative to the reference's range. 0 when both are
     /// 0; infinite when the reference is all zeros and the test is not.
+    #[serde(serialize_with = "finite_or_null")]
     pub rel_to_range: f64,
     /// Largest finite `|r|`.
+    #[serde(skip)]
     pub ref_max_abs: f64,
     /// Cosine similarity of the two tensors as vectors: 1.0 when both are all zeros, 0 when
     /// exactly one is; NaN only if the sums of squares overflow f64 (values beyond ~1e154).
     /// Blind to scale errors, so never a gate on its own.
+    #[serde(serialize_with = "finite_or_null")]
     pub cosine: f64,
-    /// `10 * log10(sum r^2 / sum (t - r)^2)`; +inf when identical (a JSON writer must map
-    /// non-finite values itself, this stays a plain f64).
+    /// `10 * log10(sum r^2 / sum (t - r)^2)`; +inf when identical (written as `null`).
+    #[serde(serialize_with = "finite_or_null")]
     pub snr_db: f64,
     /// Elements outside the tolerance (see `compare`), including non-finite mismatches.
+    #[serde(skip)]
     pub mismatches: usize,
     /// `mismatches / numel` (0 when numel is 0).
     pub mismatch_ratio: f64,
+    #[serde(rename = "nan_torch")]
     pub nan_ref: usize,
+    #[serde(rename = "nan_onnx")]
     pub nan_test: usize,
     /// Infinities of either sign.
+    #[serde(rename = "inf_torch")]
     pub inf_ref: usize,
+    #[serde(rename = "inf_onnx")]
     pub inf_test: usize,
     /// Positions where the finiteness pattern differs: NaN vs a number, +inf vs -inf, a number
     /// vs an infinity, NaN vs an infinity.
+    #[serde(skip)]
     pub nonfinite_mismatch: usize,
+    /// The tolerance the elements were held to (`atol`, `rtol`).
+    #[serde(flatten)]
+    pub tol: Tolerance,
+    /// Every element within tolerance: `mismatches == 0`.
+    pub pass: bool,
     pub histogram: Histogram,
-}
-
-impl ErrorStats {
-    /// True when every element is within tolerance.
-    pub fn passes(&self) -> bool {
-        self.mismatches == 0
-    }
 }
 
 /// The pair cannot be compared element by element: shapes (or element counts) differ.
@@ -290,14 +317,12 @@ impl Accumulator {
         self
     }
 
-    /// One pass over a chunk. `offset` is the flat index of the chunk's first element;
-    /// `atol_scaled` is `tol.atol * max(1, ref_max_abs)`.
+    /// One pass over a chunk. `offset` is the flat index of the chunk's first element.
     fn scan<R: Widen, T: Widen>(
         reference: &[R],
         test: &[T],
         offset: usize,
-        atol_scaled: f64,
-        rtol: f64,
+        bound: ElementBound,
     ) -> Self {
         let mut acc = Accumulator::new();
         for (i, (&r, &t)) in reference.iter().zip(test.iter()).enumerate() {
@@ -325,8 +350,7 @@ impl Accumulator {
                         acc.max_rel = rel;
                     }
                 }
-                let bound = atol_scaled + rtol * r_abs;
-                if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound) {
+                if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound.at(r_abs)) {
                     acc.mismatches += 1;
                 }
                 acc.bins[bin_of(e)] += 1;
@@ -375,15 +399,15 @@ fn compare_slices<R: Widen, T: Widen>(
     tol: Tolerance,
 ) -> (f64, Accumulator) {
     let ref_max_abs = finite_max_abs(reference);
-    let atol_scaled = tol.atol * ref_max_abs.max(1.0);
+    let bound = tol.bound_for(ref_max_abs);
     let acc = if reference.len() <= CHUNK {
-        Accumulator::scan(reference, test, 0, atol_scaled, tol.rtol)
+        Accumulator::scan(reference, test, 0, bound)
     } else {
         let parts: Vec<Accumulator> = reference
             .par_chunks(CHUNK)
             .zip(test.par_chunks(CHUNK))
             .enumerate()
-            .map(|(k, (r, t))| Accumulator::scan(r, t, k * CHUNK, atol_scaled, tol.rtol))
+            .map(|(k, (r, t))| Accumulator::scan(r, t, k * CHUNK, bound))
             .collect();
         // `collect` keeps chunk order; merging left to right fixes the summation order.
         parts
@@ -405,13 +429,9 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 
 /// Compares `test` against `reference` element by element, in f64.
 ///
-/// An element pair passes when `|t - r| <= tol.atol * scale + tol.rtol * |r|` with
-/// `scale = max(1, ref_max_abs)`: the absolute tolerance grows with the tensor's magnitude
-/// once that exceeds 1, so deep layers with large activations (where a float's spacing is
-/// larger) are not held to a tighter standard than shallow ones, while near-zero elements of
-/// a large-valued tensor are not failed for rounding noise that is small against the tensor's
-/// range. Tolerances should be finite and non-negative (`TolerancePolicy` checks this); a NaN
-/// bound fails every element.
+/// An element pair passes when `|t - r|` is within `tol.bound_for(ref_max_abs)` (see there:
+/// `atol * max(1, ref_max_abs) + rtol * |r|`). Tolerances should be finite and non-negative
+/// (`TolerancePolicy` checks this); a NaN bound fails every element.
 ///
 /// Non-finite values are counted per side and kept out of the numeric statistics. Two NaNs or
 /// the same infinity on both sides agree; any other pair with a NaN or infinity is a mismatch
@@ -494,6 +514,8 @@ pub fn compare(
         inf_ref: acc.inf_ref,
         inf_test: acc.inf_test,
         nonfinite_mismatch: acc.nonfinite_mismatch,
+        tol,
+        pass: acc.mismatches == 0,
         histogram: Histogram {
             bins: acc.bins.to_vec(),
         },
@@ -562,7 +584,7 @@ mod tests {
         assert_eq!(s.mismatches, 1);
         assert_eq!(s.mismatch_ratio, 0.25);
         assert_eq!(s.nonfinite_mismatch, 0);
-        assert!(!s.passes());
+        assert!(!s.pass);
         assert_eq!(s.histogram.total(), 4);
         assert_eq!(s.histogram.bins[0], 3);
         assert_eq!(s.histogram.bins[bin_of(1.0)], 1);
@@ -582,7 +604,7 @@ mod tests {
         assert_eq!(s.cosine, 1.0);
         assert_eq!(s.snr_db, f64::INFINITY);
         assert_eq!(s.mismatches, 0);
-        assert!(s.passes());
+        assert!(s.pass);
         assert_eq!(s.histogram.bins[0], 1000);
     }
 
@@ -729,7 +751,7 @@ mod tests {
         );
         let u = HostTensor::new(vec![3], TensorData::U8(vec![1, 0, 1]));
         let s = compare(&b, &u, Tolerance::default_for(DType::Bool)).unwrap();
-        assert!(s.passes());
+        assert!(s.pass);
     }
 
     #[test]
@@ -832,7 +854,15 @@ mod tests {
         let s = compare(&r, &r.clone(), tol(0.0, 0.0)).unwrap();
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["max_abs_index"], serde_json::json!([0]));
-        assert_eq!(json["histogram"]["bins"].as_array().unwrap().len(), N_BINS);
+        assert_eq!(json["histogram"].as_array().unwrap().len(), N_BINS);
+        // Under the report's names, non-finite numbers as null, internals left out.
+        assert_eq!(json["nan_torch"], 0);
+        assert_eq!(json["snr_db"], serde_json::Value::Null);
+        assert_eq!(
+            (json["atol"].as_f64(), json["pass"].as_bool()),
+            (Some(0.0), Some(true))
+        );
+        assert!(json.get("mismatches").is_none() && json.get("nan_ref").is_none());
     }
 
     /// Deterministic pseudo-random numbers (xorshift64*), so the big tests need no `rand`.
@@ -900,6 +930,8 @@ mod tests {
             inf_ref: 0,
             inf_test: 0,
             nonfinite_mismatch: 0,
+            tol,
+            pass: false,
             histogram: Histogram::default(),
         };
         let (mut cnt, mut sa, mut se, mut srr, mut stt, mut srt) =
@@ -942,6 +974,7 @@ mod tests {
         s.cosine = srt / (srr.sqrt() * stt.sqrt());
         s.snr_db = 10.0 * (srr / se).log10();
         s.mismatch_ratio = s.mismatches as f64 / n as f64;
+        s.pass = s.mismatches == 0;
         s
     }
 

@@ -1,15 +1,16 @@
 //! Which tolerance each layer is judged by: named, dtype-aware defaults, the global
 //! `--atol`/`--rtol` from the command line, and per-layer overrides by glob
 //! (`GLOB=ATOL[,RTOL]`), resolved once into a `TolerancePolicy` that later stages query per
-//! layer. How a tolerance is applied to the elements of a tensor is `stats::compare`'s job.
+//! layer. What a tolerance allows one element is `Tolerance::bound_for`, the one definition
+//! the statistics and the charts both use.
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
 use crate::tensor::DType;
 
-/// An absolute and a relative tolerance. `stats::compare` accepts an element when
-/// `|t - r| <= atol * max(1, max|ref|) + rtol * |r|`.
+/// An absolute and a relative tolerance. An element passes when
+/// `|t - r| <= atol * max(1, max|ref|) + rtol * |r|` (see `bound_for`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     pub atol: f64,
@@ -75,6 +76,43 @@ impl Tolerance {
             // Unreachable while the table lists every DType (a test checks it); exact is the
             // safe answer for a type nobody calibrated.
             .unwrap_or(Tolerance::EXACT)
+    }
+
+    /// What this tolerance allows the elements of a tensor whose reference has the largest
+    /// finite magnitude `ref_max_abs`: `|t - r| <= atol * max(1, ref_max_abs) + rtol * |r|`.
+    ///
+    /// The absolute part grows with the tensor's magnitude once that exceeds 1, so deep
+    /// layers with large activations (where a float's spacing is larger) are not held to a
+    /// tighter standard than shallow ones, while near-zero elements of a large-valued tensor
+    /// are not failed for rounding noise that is small against the tensor's range.
+    pub fn bound_for(&self, ref_max_abs: f64) -> ElementBound {
+        ElementBound {
+            atol_scaled: self.atol * ref_max_abs.max(1.0),
+            rtol: self.rtol,
+        }
+    }
+}
+
+/// A tolerance applied to one tensor (`Tolerance::bound_for`): the largest `|t - r|` each
+/// element may have. Computed once per tensor; `at` is the per-element part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ElementBound {
+    /// `atol * max(1, max|ref|)`: the bound of an element whose reference is 0.
+    pub atol_scaled: f64,
+    pub rtol: f64,
+}
+
+impl ElementBound {
+    /// The largest `|t - r|` allowed where the reference's magnitude is `ref_abs` (`|r|`).
+    #[inline(always)]
+    pub fn at(&self, ref_abs: f64) -> f64 {
+        self.atol_scaled + self.rtol * ref_abs
+    }
+
+    /// Whether `t` is within the bound of reference value `r`.
+    #[inline(always)]
+    pub fn accepts(&self, r: f64, t: f64) -> bool {
+        (t - r).abs() <= self.at(r.abs())
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::baseline::BaselineReport;
 use crate::outcome::{Gate, GateName, LayerResult, Outcome};
-use crate::report::module_label;
+use crate::report::format::{growth, module_label};
 
 /// The gates every run has, judged on its layers, outputs and coverage.
 pub fn gates(outcome: &Outcome) -> Vec<Gate> {
@@ -110,7 +110,7 @@ fn coverage_gate(outcome: &Outcome) -> Gate {
 pub fn baseline_gate(report: &BaselineReport) -> Gate {
     let grown: Vec<String> = report
         .exceeded()
-        .map(|g| format!("{} ({}x)", module_label(&g.name), fmt_growth(g.growth)))
+        .map(|g| format!("{} ({}x)", module_label(&g.name), growth(g.growth)))
         .collect();
     let detail = if !grown.is_empty() {
         format!(
@@ -123,7 +123,7 @@ pub fn baseline_gate(report: &BaselineReport) -> Gate {
             Some(largest) => format!(
                 "no error grew more than {}x since the baseline (largest {}x)",
                 report.max_growth,
-                fmt_growth(largest)
+                growth(largest)
             ),
             None => "no layer or output has a counterpart in the baseline".to_string(),
         }
@@ -132,13 +132,5 @@ pub fn baseline_gate(report: &BaselineReport) -> Gate {
         name: GateName::Baseline,
         passed: grown.is_empty(),
         detail,
-    }
-}
-
-fn fmt_growth(g: f64) -> String {
-    if g.is_finite() {
-        format!("{g:.1}")
-    } else {
-        "inf".to_string()
     }
 }

@@ -9,8 +9,7 @@
 //! Every string is XML-escaped, and characters XML 1.0 cannot carry are replaced, so a
 //! hostile or odd node name cannot break the document.
 
-use super::module_label;
-use super::terminal::fmt_num;
+use super::format::{fmt_num, module_label};
 use crate::outcome::{Gate, GateName, LayerResult, Outcome};
 use crate::tensor::format_shape;
 use std::fmt::Write;
@@ -58,8 +57,8 @@ fn describe(l: &LayerResult) -> String {
         format_shape(&l.cmp.shape),
         fmt_num(l.cmp.rel_to_range),
         fmt_num(l.cmp.max_abs),
-        fmt_num(l.cmp.atol),
-        fmt_num(l.cmp.rtol),
+        fmt_num(l.cmp.tol.atol),
+        fmt_num(l.cmp.tol.rtol),
         l.cmp.mismatch_ratio * 100.0,
         if l.upstream_failed { ", inherited from upstream" } else { ", divergence origin" },
         l.source.as_ref().map(|s| format!(", source {s}")).unwrap_or_default()
@@ -152,8 +151,8 @@ fn output_cases(outcome: &Outcome) -> Vec<Case> {
                             fmt_num(c.rel_to_range),
                             fmt_num(c.cosine),
                             c.mismatch_ratio * 100.0,
-                            fmt_num(c.atol),
-                            fmt_num(c.rtol)
+                            fmt_num(c.tol.atol),
+                            fmt_num(c.tol.rtol)
                         ),
                     )
                 }),

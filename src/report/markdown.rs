@@ -6,8 +6,7 @@
 //! Every model-supplied string goes into a code span (where Markdown renders markup as text),
 //! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
 
-use super::module_label;
-use super::terminal::fmt_num;
+use super::format::{file_name, fmt_num, module_label, severity};
 use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
 use crate::tensor::format_shape;
 use std::fmt::Write;
@@ -145,14 +144,7 @@ pub fn render(outcome: &Outcome) -> String {
 
     let mut worst: Vec<&LayerResult> = outcome.layers.iter().collect();
     worst.sort_by(|a, b| {
-        let key = |l: &LayerResult| {
-            let v = l.cmp.rel_to_range;
-            if v.is_nan() {
-                f64::INFINITY
-            } else {
-                v
-            }
-        };
+        let key = |l: &LayerResult| severity(l.cmp.rel_to_range);
         key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index))
     });
     worst.truncate(WORST_ROWS);
@@ -235,10 +227,6 @@ pub fn render(outcome: &Outcome) -> String {
         outcome.timing.total_s
     );
     out
-}
-
-fn file_name(path: &str) -> &str {
-    path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
 #[cfg(test)]

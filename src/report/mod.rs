@@ -4,6 +4,7 @@
 //! Files are written to a temporary sibling and renamed into place, so an interrupted run
 //! never leaves half a report for CI to read.
 
+pub mod format;
 pub mod html;
 pub mod json;
 pub mod junit;
@@ -49,11 +50,4 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// `layer1.0.conv1`, or a readable stand-in for values outside any module.
-pub fn module_label(module: &str) -> &str {
-    if module.is_empty() {
-        "(top level)"
-    } else {
-        module
-    }
-}
+pub use format::module_label;

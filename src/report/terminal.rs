@@ -5,7 +5,7 @@
 //! by error relative to range, with a line saying how many rows were left out. Colour is
 //! used only when stdout is a terminal and `NO_COLOR` is unset.
 
-use super::module_label;
+use super::format::{fmt_num, growth, module_label, severity, snr};
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
 use crate::tensor::format_shape;
 use std::collections::BTreeSet;
@@ -47,24 +47,6 @@ impl Paint {
     }
 }
 
-pub fn fmt_num(v: f64) -> String {
-    if v.is_nan() {
-        "nan".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        }
-    } else if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.2e}")
-    }
-}
-
 fn truncate(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         s.to_string()
@@ -93,7 +75,7 @@ fn chosen_rows(outcome: &Outcome, opts: &TableOptions) -> BTreeSet<usize> {
         rows.extend(i.saturating_sub(CONTEXT_ROWS)..(i + CONTEXT_ROWS + 1).min(n));
     }
     let mut by_error: Vec<&LayerResult> = outcome.layers.iter().collect();
-    by_error.sort_by(|a, b| b.cmp.rel_to_range.total_cmp(&a.cmp.rel_to_range));
+    by_error.sort_by(|a, b| severity(b.cmp.rel_to_range).total_cmp(&severity(a.cmp.rel_to_range)));
     rows.extend(by_error.iter().take(opts.worst).map(|l| l.index));
     rows.insert(n - 1);
     rows
@@ -205,11 +187,7 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             fmt_num(l.cmp.max_abs),
             fmt_num(l.cmp.rel_to_range),
             fmt_num(l.cmp.cosine),
-            if l.cmp.snr_db.is_finite() {
-                format!("{:.1}", l.cmp.snr_db)
-            } else {
-                "inf".into()
-            },
+            snr(l.cmp.snr_db),
             verdict
         );
     }
@@ -308,7 +286,7 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             grown
                 .iter()
                 .take(3)
-                .map(|g| format!("{} {:.1}x", module_label(&g.name), g.growth))
+                .map(|g| format!("{} {}x", module_label(&g.name), growth(g.growth)))
                 .collect::<Vec<_>>()
                 .join(", "),
             b.max_growth,

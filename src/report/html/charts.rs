@@ -9,6 +9,7 @@
 
 use crate::details::LayerDetail;
 use crate::outcome::{Comparison, LayerResult};
+use crate::report::format::severity;
 use crate::stats::Histogram as ErrorHistogram;
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
@@ -54,24 +55,19 @@ fn svg(
     Ok(out)
 }
 
-/// The tolerance of a layer as an error relative to its range: the tolerance is
-/// `|t - r| <= atol * max(1, max|ref|) + rtol * |r|`, so for the largest error it is at least
-/// `atol * max(1, R) / R`. Rough (rtol is left out), but it puts the line where a reader
-/// expects a failing layer to cross it. None when the reference is all zeros.
+/// The tolerance of a layer as an error relative to its range: an element with reference 0
+/// may be off by `Tolerance::bound_for`'s absolute part, so for the largest error the bound
+/// is at least that over the range. Rough (rtol is left out), but it puts the line where a
+/// reader expects a failing layer to cross it. None when the reference is all zeros.
 pub fn tolerance_rel_to_range(cmp: &Comparison) -> Option<f64> {
-    let range = cmp.stats.ref_max_abs;
-    (range > 0.0 && range.is_finite()).then(|| cmp.atol * range.max(1.0) / range)
+    let range = cmp.ref_max_abs;
+    (range > 0.0 && range.is_finite()).then(|| tolerance_abs(cmp) / range)
 }
 
-/// The absolute error a layer's largest elements may have: `atol * max(1, max|ref|)`.
+/// The absolute error an element with reference 0 may have: the bound's absolute part,
+/// `atol * max(1, max|ref|)`.
 pub fn tolerance_abs(cmp: &Comparison) -> f64 {
-    let range = cmp.stats.ref_max_abs;
-    cmp.atol
-        * if range.is_finite() {
-            range.max(1.0)
-        } else {
-            1.0
-        }
+    cmp.tol.bound_for(cmp.ref_max_abs).atol_scaled
 }
 
 /// A value on the log axis: 0 sits on the floor, infinities and NaN on the ceiling.
@@ -103,15 +99,7 @@ fn network_points(layers: &[LayerResult]) -> (Vec<NetworkPoint>, usize) {
             let worst = chunk
                 .iter()
                 .max_by(|a, b| {
-                    let key = |l: &LayerResult| {
-                        let v = l.cmp.rel_to_range;
-                        if v.is_nan() {
-                            f64::INFINITY
-                        } else {
-                            v
-                        }
-                    };
-                    key(a).total_cmp(&key(b))
+                    severity(a.cmp.rel_to_range).total_cmp(&severity(b.cmp.rel_to_range))
                 })
                 .expect("chunks are never empty");
             let fails = chunk.iter().any(|l| !l.cmp.pass);
@@ -271,7 +259,7 @@ pub fn error_along_network(
 pub fn error_histogram(cmp: &Comparison) -> Result<String> {
     let labels = ErrorHistogram::labels();
     let edges = ErrorHistogram::edges();
-    let bins = &cmp.histogram;
+    let bins = &cmp.histogram.bins;
     let first = bins.iter().position(|&c| c > 0).unwrap_or(0);
     let last = bins
         .iter()
@@ -385,8 +373,8 @@ pub fn scatter(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
     }
     let pad = (hi - lo) * 0.05;
     let (lo, hi) = (lo - pad, hi + pad);
-    let atol = tolerance_abs(cmp);
-    let outside = |r: f64, t: f64| (t - r).abs() > atol + cmp.rtol * r.abs();
+    let bound = cmp.tol.bound_for(cmp.ref_max_abs);
+    let outside = |r: f64, t: f64| !bound.accepts(r, t);
     // One point per grid cell and colour; out-of-tolerance points are drawn last, on top.
     let cell = |v: f64| ((v - lo) / (hi - lo) * SCATTER_GRID) as i64;
     let mut seen = HashSet::new();

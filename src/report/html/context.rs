@@ -8,8 +8,7 @@
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, ToleranceInfo, Verdict};
-use crate::report::module_label;
-use crate::report::terminal::fmt_num;
+use crate::report::format::{bytes, file_name, fmt_num, module_label, snr};
 use crate::tensor::format_shape;
 use anyhow::Result;
 use serde::Serialize;
@@ -252,36 +251,11 @@ fn sort_key(v: f64) -> String {
     }
 }
 
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {} ({n} bytes)", UNITS[unit])
-    }
-}
-
 fn seconds(s: f64) -> String {
     if s < 1.0 {
         format!("{:.0} ms", s * 1000.0)
     } else {
         format!("{s:.2} s")
-    }
-}
-
-fn snr(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.1}")
-    } else if v > 0.0 {
-        "inf".into()
-    } else {
-        fmt_num(v)
     }
 }
 
@@ -379,19 +353,19 @@ fn detail_facts(c: &Comparison) -> Vec<Fact> {
             label: "tolerance",
             value: format!(
                 "atol {} (×max(1, range) = {}), rtol {}",
-                fmt_num(c.atol),
+                fmt_num(c.tol.atol),
                 fmt_num(tol),
-                fmt_num(c.rtol)
+                fmt_num(c.tol.rtol)
             ),
         },
     ];
-    let nonfinite = c.nan_torch + c.nan_onnx + c.inf_torch + c.inf_onnx;
+    let nonfinite = c.nan_ref + c.nan_test + c.inf_ref + c.inf_test;
     if nonfinite > 0 {
         facts.push(Fact {
             label: "NaN / Inf (ref, ONNX)",
             value: format!(
                 "NaN {} / {}, Inf {} / {}",
-                c.nan_torch, c.nan_onnx, c.inf_torch, c.inf_onnx
+                c.nan_ref, c.nan_test, c.inf_ref, c.inf_test
             ),
         });
     }
@@ -436,10 +410,6 @@ fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
         });
     }
     Ok(out)
-}
-
-fn file_name(path: &str) -> &str {
-    path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
 pub fn page(outcome: &Outcome) -> Result<Page> {

@@ -10,7 +10,7 @@
 
 use super::context::{colour_class, status_of};
 use crate::outcome::{LayerResult, Outcome};
-use crate::report::terminal::fmt_num;
+use crate::report::format::{fmt_num, severity};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -79,15 +79,6 @@ struct Building {
     open: bool,
     children: Vec<usize>,
     own: Vec<Leaf>,
-}
-
-/// NaN counts as the worst error there is: it must never make a module look clean.
-fn severity(v: f64) -> f64 {
-    if v.is_nan() {
-        f64::INFINITY
-    } else {
-        v
-    }
 }
 
 /// The tree of every module that has a compared layer, children in execution order.
