@@ -16,4 +16,7 @@ fi
 if [ ! -f tests/fixtures/first_contact/model.onnx ]; then
     .venv/bin/python scripts/make_first_contact_fixtures.py
 fi
+if [ ! -f tests/fixtures/precision/overflow_fp16/model.onnx ]; then
+    .venv/bin/python scripts/make_precision_fixtures.py
+fi
 cargo test "$@"

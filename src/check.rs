@@ -141,7 +141,11 @@ pub fn capture_sample(
     progress: &Progress,
     timing: &mut Timing,
 ) -> Result<Captured> {
-    let tensors = torch_args::forward_inputs(models.torch.inputs(), &sample.inputs)?;
+    let tensors = torch_args::forward_inputs(
+        models.torch.inputs(),
+        &sample.inputs,
+        models.torch.parameter_dtype(),
+    )?;
     let (keep_torch, keep_onnx) = models.memory.keeps_for_sample()?;
     let t1 = Instant::now();
     progress.stage(&format!("{}: running TorchScript", sample.label));

@@ -10,18 +10,23 @@ use crate::capture::{Capture, CapturedValue};
 use crate::details::{layer_detail, LayerDetail};
 use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
+use crate::precision;
 use crate::stats::compare;
+use crate::tensor::DType;
 use crate::tensor::HostTensor;
 use crate::tolerance::TolerancePolicy;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 
+/// One pair's comparison, judged by the tolerance of `precision`: the lower of the precisions
+/// the two values were computed in (see `precision.rs`).
 fn comparison(
     t: &CapturedValue,
     o: &CapturedValue,
+    precision: DType,
     policy: &TolerancePolicy,
 ) -> Result<Comparison> {
-    let tol = policy.for_layer(t.module_path(), &o.node, t.dtype);
+    let tol = policy.for_layer(t.module_path(), &o.node, precision);
     // Under a memory budget these are read back from the spill file, one pair at a time.
     let (reference, test) = (t.data()?, o.data()?);
     let reference: &HostTensor = &reference;
@@ -40,6 +45,7 @@ fn comparison(
         shape: t.shape.clone(),
         dtype: t.dtype.name().to_string(),
         onnx_dtype: o.dtype.name().to_string(),
+        precision: precision.name().to_string(),
         samples: 1,
         worst_sample: 0,
         p95_rel_to_range: stats.rel_to_range,
@@ -65,8 +71,15 @@ pub fn compare_pairs(
     parallel: bool,
 ) -> Result<Comparisons> {
     let (tv, ov) = (&torch.values, &onnx.values);
+    let (torch_precision, onnx_precision) = (
+        precision::computed_precision(torch),
+        precision::computed_precision(onnx),
+    );
     let run = |pairs: &[crate::pairing::Pair]| -> Result<Vec<Comparison>> {
-        let one = |p: &crate::pairing::Pair| comparison(&tv[p.torch], &ov[p.onnx], policy);
+        let one = |p: &crate::pairing::Pair| {
+            let lower = precision::lower(torch_precision[p.torch], onnx_precision[p.onnx]);
+            comparison(&tv[p.torch], &ov[p.onnx], lower, policy)
+        };
         if parallel {
             pairs.par_iter().map(one).collect()
         } else {
@@ -331,7 +344,23 @@ pub fn divergence_of(l: &LayerResult) -> Divergence {
         layer_index: l.index,
         rel_to_range: l.cmp.rel_to_range,
         max_abs: l.cmp.max_abs,
+        cause: overflow(l),
     }
+}
+
+/// A failing layer judged in a reduced precision whose reference values exceed that
+/// precision's largest finite number: the other side clamped them or made them infinite.
+fn overflow(l: &LayerResult) -> Option<String> {
+    let dtype = DType::from_name(&l.cmp.precision)?;
+    let limit = precision::max_finite(dtype)?;
+    (!l.cmp.pass && l.cmp.ref_max_abs > limit).then(|| {
+        format!(
+            "{} overflow at {}: max |reference| {:.2e} exceeds {limit}",
+            dtype.name(),
+            crate::report::module_label(&l.module),
+            l.cmp.ref_max_abs
+        )
+    })
 }
 
 #[cfg(test)]

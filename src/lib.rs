@@ -20,6 +20,7 @@ pub mod model_identity;
 pub mod onnx;
 pub mod outcome;
 pub mod pairing;
+pub mod precision;
 pub mod progress;
 pub mod report;
 pub mod runtimes;

@@ -67,6 +67,10 @@ pub struct Comparison {
     pub shape: Vec<usize>,
     pub dtype: String,
     pub onnx_dtype: String,
+    /// The precision the pair is judged in: the lower of the precisions the two values were
+    /// computed in (`float16` for every value of a model converted to float16, including
+    /// the float32 outputs it casts back to).
+    pub precision: String,
     /// The worst sample's statistics.
     #[serde(flatten)]
     pub stats: ErrorStats,
@@ -184,6 +188,9 @@ pub struct Divergence {
     pub rel_to_range: f64,
     #[serde(serialize_with = "finite_or_null")]
     pub max_abs: f64,
+    /// Why the layer fails, when that is known beyond its error: a reduced-precision
+    /// overflow ("float16 overflow at fc2: max |reference| 1.1e5 exceeds 65504").
+    pub cause: Option<String>,
 }
 
 /// The first layer, in execution order, whose output holds NaN or Inf on one side.

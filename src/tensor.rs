@@ -41,6 +41,24 @@ impl DType {
         }
     }
 
+    /// The dtype `name()` returns `name` for.
+    pub fn from_name(name: &str) -> Option<DType> {
+        [
+            DType::F16,
+            DType::Bf16,
+            DType::F32,
+            DType::F64,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::Bool,
+        ]
+        .into_iter()
+        .find(|d| d.name() == name)
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::Bf16 | DType::F32 | DType::F64)
     }
@@ -168,6 +186,23 @@ impl HostTensor {
 
     pub fn size_bytes(&self) -> usize {
         self.numel() * self.dtype().size_bytes()
+    }
+
+    /// This floating-point tensor in another floating-point dtype (rounded to nearest when
+    /// narrowing); `None` when either dtype is not floating point.
+    pub fn cast_float(&self, to: DType) -> Option<HostTensor> {
+        if !self.dtype().is_float() {
+            return None;
+        }
+        let values = (0..self.numel()).map(|i| self.data.get_f64(i));
+        let data = match to {
+            DType::F16 => TensorData::F16(values.map(half::f16::from_f64).collect()),
+            DType::Bf16 => TensorData::Bf16(values.map(half::bf16::from_f64).collect()),
+            DType::F32 => TensorData::F32(values.map(|v| v as f32).collect()),
+            DType::F64 => TensorData::F64(values.collect()),
+            _ => return None,
+        };
+        Some(HostTensor::new(self.shape.clone(), data))
     }
 }
 

@@ -146,22 +146,36 @@ pub fn onnx_inputs(inputs: &[ResolvedInput]) -> Vec<(String, HostTensor)> {
         .collect()
 }
 
-/// The tensors for TorchScript's forward, in argument order.
+/// The tensors for TorchScript's forward, in argument order. Floating-point inputs are given
+/// in `parameter_dtype`, the type the module computes in, when one of the two is a reduced
+/// precision (float16, bfloat16): a float16 ONNX
+/// model's inputs reach a float32 TorchScript as float32 (exactly the same values), and a
+/// half-precision TorchScript gets float32 inputs rounded to float16.
 pub fn forward_inputs(
     torch_args: &[InputInfo],
     inputs: &[ResolvedInput],
+    parameter_dtype: Option<DType>,
 ) -> Result<Vec<HostTensor>> {
+    // Only between a reduced precision and a full one: a float64 input to a float32 module
+    // is the model's own business (it may cast it itself).
+    let reduced = |d: DType| matches!(d, DType::F16 | DType::Bf16);
+    let in_module_dtype = |t: &HostTensor| match parameter_dtype {
+        Some(to) if t.dtype() != to && (reduced(to) || reduced(t.dtype())) => {
+            t.cast_float(to).unwrap_or_else(|| t.clone())
+        }
+        _ => t.clone(),
+    };
     if inputs.iter().all(|i| i.torch_only.is_none()) || torch_args.len() != inputs.len() {
         // Nothing TorchScript-only: positional, as ever (a count mismatch is reported by the
         // TorchScript side with both lists).
-        return Ok(inputs.iter().map(|i| i.tensor.clone()).collect());
+        return Ok(inputs.iter().map(|i| in_module_dtype(&i.tensor)).collect());
     }
     torch_args
         .iter()
         .map(|a| {
             let name = argument_name(&a.name);
             match inputs.iter().find(|i| i.name == name) {
-                Some(i) => Ok(i.tensor.clone()),
+                Some(i) => Ok(in_module_dtype(&i.tensor)),
                 None => bail!("no input was resolved for forward argument '{name}'"),
             }
         })

@@ -78,6 +78,9 @@ fn divergence_sentence(d: &Divergence) -> String {
         }
         None => s.push_str(", no Python source recorded"),
     }
+    if let Some(cause) = &d.cause {
+        let _ = write!(s, "; {}", text(cause));
+    }
     s
 }
 

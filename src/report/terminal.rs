@@ -121,6 +121,13 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                     .join("; "),
             };
             let _ = writeln!(out, "{} {first}", paint.red("FAIL"));
+            if let Some(cause) = outcome
+                .first_divergence
+                .as_ref()
+                .and_then(|d| d.cause.as_ref())
+            {
+                let _ = writeln!(out, "  {cause}");
+            }
             for gate in outcome.failed_gates() {
                 let _ = writeln!(out, "  - {}", gate.detail);
             }

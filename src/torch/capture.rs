@@ -99,6 +99,17 @@ impl TorchModel {
         hazards::training_mode(&self.meta)
     }
 
+    /// The floating-point type the module's parameters are in, when it has any.
+    pub fn parameter_dtype(&self) -> Option<DType> {
+        match self.meta.parameter_dtype.as_str() {
+            "Half" => Some(DType::F16),
+            "BFloat16" => Some(DType::Bf16),
+            "Float" => Some(DType::F32),
+            "Double" => Some(DType::F64),
+            _ => None,
+        }
+    }
+
     /// Whether the archive's root module was saved with `training` set.
     pub fn saved_training(&self) -> bool {
         self.meta.saved_training

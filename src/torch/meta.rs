@@ -34,6 +34,10 @@ pub struct GraphMeta {
     pub modules: Vec<ModuleMeta>,
     /// For each leaf of the graph's outputs, the index into `values` that produced it.
     pub outputs: Vec<Option<usize>>,
+    /// libtorch's name of the element type of the module's first floating-point parameter
+    /// (`Float`, `Half`, `BFloat16`, `Double`); `""` for a module without one.
+    #[serde(default)]
+    pub parameter_dtype: String,
     /// Whether the archive's root module was saved with `training` set (scripted modules
     /// read it at run time; the shim switches it off).
     #[serde(default)]

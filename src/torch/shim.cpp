@@ -455,6 +455,17 @@ Plan* build_plan(const std::string& path) {
   bool first_training = true, first_cuda = true;
   write_hazards(graph->block(), first_training, first_cuda, training, cuda);
   meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
+  // The element type the module computes in, from its first floating-point parameter: inputs
+  // in another float type (a float16 ONNX model's) are converted to it.
+  std::string parameter_dtype;
+  for (const auto& p : plan->module.parameters()) {
+    if (at::isFloatingType(p.scalar_type())) {
+      parameter_dtype = c10::toString(p.scalar_type());
+      break;
+    }
+  }
+  meta << ",\"parameter_dtype\":";
+  json_escape(meta, parameter_dtype);
   meta << ",\"training_ops\":[" << training.str() << "],\"cuda_ops\":[" << cuda.str();
   meta << "],\"modules\":[";
   write_modules(plan->module, meta);

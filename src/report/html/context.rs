@@ -80,6 +80,8 @@ pub struct DivergenceView {
     pub source: Option<String>,
     pub rel: String,
     pub max_abs: String,
+    /// Why it fails beyond its error (a reduced-precision overflow), when known.
+    pub cause: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -278,6 +280,7 @@ fn divergence_view(d: &Divergence) -> DivergenceView {
         source: d.source.clone(),
         rel: fmt_num(d.rel_to_range),
         max_abs: fmt_num(d.max_abs),
+        cause: d.cause.clone(),
     }
 }
 
