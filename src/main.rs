@@ -4,16 +4,16 @@
 //! not errors and exit 1 from inside the check. A panic is never an answer: one that slips
 //! through is caught here and reported as an internal error, also with exit 2.
 
+use align_check::cli::config::CheckConfig;
 use align_check::cli::{Cli, Command};
-use align_check::config::CheckConfig;
 use clap::Parser;
 use std::process::ExitCode;
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match &cli.command {
-        Some(Command::Inspect(args)) => align_check::inspect::run(args),
-        None => align_check::check::run(&CheckConfig::from_args(&cli.check)?),
+        Some(Command::Inspect(args)) => align_check::app::inspect::run(args),
+        None => align_check::app::check::run(&CheckConfig::from_args(&cli.check)?),
     }
 }
 

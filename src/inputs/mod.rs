@@ -11,8 +11,8 @@ pub mod random;
 pub mod samples;
 pub mod torch_args;
 
+use crate::capture::tensor::{format_shape, HostTensor};
 use crate::onnx::signature::{Dim, InputSpec};
-use crate::tensor::{format_shape, HostTensor};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@
 //! The path functions are thin wrappers over the in-memory/reader ones, which the fuzz targets
 //! (`tests/fuzz/`) call directly.
 
-use crate::tensor::{HostTensor, TensorData};
+use crate::capture::tensor::{HostTensor, TensorData};
 use anyhow::{anyhow, bail, Context, Result};
 use npyz::{DType as NpyDType, NpyFile, Order, TypeChar};
 use std::io::{Cursor, Read, Seek};

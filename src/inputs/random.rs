@@ -5,7 +5,7 @@
 //! made with. Each input gets its own stream derived from the seed and the input's position,
 //! so adding an input does not change the others.
 
-use crate::tensor::{DType, HostTensor, TensorData};
+use crate::capture::tensor::{DType, HostTensor, TensorData};
 use half::{bf16, f16};
 
 struct SplitMix64(u64);

@@ -12,9 +12,9 @@
 
 use super::samples::{resolve_samples as resolve_onnx_samples, resolve_samples_with, Sample};
 use super::{npy, random, InputRequest, ResolvedInput};
+use crate::capture::tensor::{DType, HostTensor, TensorData};
 use crate::capture::{Capture, ValueRole};
 use crate::onnx::signature::InputSpec;
-use crate::tensor::{DType, HostTensor, TensorData};
 use crate::torch::InputInfo;
 use anyhow::{bail, Result};
 

@@ -7,7 +7,7 @@
 //! returns that is not a CPU tensor of a supported type is an error here, which the capture
 //! turns into an "uncapturable" entry with this message as the reason.
 
-use crate::tensor::{HostTensor, TensorData};
+use crate::capture::tensor::{HostTensor, TensorData};
 use anyhow::{anyhow, bail, Result};
 use half::{bf16, f16};
 use ort::memory::Allocator;

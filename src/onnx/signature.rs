@@ -8,7 +8,7 @@
 
 use super::model::OnnxModel;
 use super::proto;
-use crate::tensor::DType;
+use crate::capture::tensor::DType;
 use anyhow::{bail, Result};
 use std::collections::HashSet;
 

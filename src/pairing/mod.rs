@@ -13,8 +13,8 @@ mod align;
 pub mod ops;
 mod scopes;
 
+use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
-use crate::tensor::{format_shape, HostTensor, TensorData};
 use anyhow::{bail, Result};
 use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
 use scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};

@@ -5,8 +5,8 @@
 //! Pairing inside a scope only allows an aten op to meet ONNX nodes of a compatible family,
 //! so a Resize is never compared with a Concat just because their shapes agree.
 
+use crate::capture::tensor::DType;
 use crate::capture::CapturedValue;
-use crate::tensor::DType;
 
 /// Families an op can belong to. An aten op and an ONNX op are compatible when their
 /// family sets intersect.

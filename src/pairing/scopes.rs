@@ -192,8 +192,8 @@ pub fn key_path(key: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::tensor::DType;
     use crate::capture::{ScopeLevel, ValueRole};
-    use crate::tensor::DType;
 
     fn value(id: usize, paths: &[&str]) -> CapturedValue {
         CapturedValue {

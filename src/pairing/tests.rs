@@ -1,9 +1,9 @@
 //! Pairing on small synthetic captures: no runtime involved, every case built by hand.
 
 use super::*;
+use crate::capture::store::Stored;
+use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, ValueRole};
-use crate::store::Stored;
-use crate::tensor::{DType, HostTensor};
 
 /// Builds a capture value by value: `add(op, scope, inputs, data)`.
 struct Builder {

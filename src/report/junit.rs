@@ -10,8 +10,8 @@
 //! hostile or odd node name cannot break the document.
 
 use super::format::{fmt_num, module_label};
+use crate::capture::tensor::format_shape;
 use crate::outcome::{Gate, GateName, LayerResult, Outcome};
-use crate::tensor::format_shape;
 use std::fmt::Write;
 
 /// Failing layers named in a failure's `message` attribute; the element's text lists them all.

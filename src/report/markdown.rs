@@ -7,8 +7,8 @@
 //! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
 
 use super::format::{file_name, fmt_num, module_label, severity};
+use crate::capture::tensor::format_shape;
 use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
-use crate::tensor::format_shape;
 use std::fmt::Write;
 
 /// Rows of the worst-layers table.

@@ -6,8 +6,8 @@
 //! used only when stdout is a terminal and `NO_COLOR` is unset.
 
 use super::format::{fmt_num, growth, module_label, severity, snr};
+use crate::capture::tensor::format_shape;
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
-use crate::tensor::format_shape;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -356,7 +356,7 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             t.total_s
         );
         let m = &outcome.memory;
-        let mb = |b: u64| crate::memory::show_bytes(b);
+        let mb = |b: u64| crate::capture::memory::show_bytes(b);
         let _ = writeln!(
             out,
             "memory: peak RSS {}{}{}",

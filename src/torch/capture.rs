@@ -8,10 +8,10 @@ use super::convert::{from_host, to_host};
 use super::ffi::ModulePlan;
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
 use super::{archive, errors, hazards};
+use crate::capture::sniff::{sniff, FileKind};
+use crate::capture::store::{Keep, Stored};
+use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
-use crate::sniff::{sniff, FileKind};
-use crate::store::{Keep, Stored};
-use crate::tensor::{DType, HostTensor};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -166,7 +166,7 @@ impl TorchModel {
                     Some((base, n)) if n.chars().all(|c| c.is_ascii_digit()) => base,
                     _ => &meta.name,
                 };
-                format!("{name}={}", crate::tensor::format_shape(&t.shape))
+                format!("{name}={}", crate::capture::tensor::format_shape(&t.shape))
             })
             .collect();
         anyhow!(

@@ -4,7 +4,7 @@
 //! so the statistics see exactly what PyTorch computed; inputs go the other way so that the
 //! TorchScript module receives the same bytes as ONNX Runtime.
 
-use crate::tensor::{DType, HostTensor, TensorData};
+use crate::capture::tensor::{DType, HostTensor, TensorData};
 use anyhow::{bail, Result};
 use half::{bf16, f16};
 use tch::{Kind, Tensor};

@@ -7,10 +7,10 @@
 //! it emits (aggregating layers, de-duplicating scatter points by pixel), so the page stays
 //! small however large the network is.
 
-use crate::details::LayerDetail;
+use crate::compare::details::LayerDetail;
+use crate::compare::stats::Histogram as ErrorHistogram;
 use crate::outcome::{Comparison, LayerResult};
 use crate::report::format::severity;
-use crate::stats::Histogram as ErrorHistogram;
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -7,9 +7,9 @@
 
 use super::charts;
 use super::tree::{module_tree, TreeItem};
+use crate::capture::tensor::format_shape;
 use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, ToleranceInfo, Verdict};
 use crate::report::format::{bytes, file_name, fmt_num, module_label, snr};
-use crate::tensor::format_shape;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeSet;

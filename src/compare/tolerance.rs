@@ -7,7 +7,7 @@
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use crate::tensor::DType;
+use crate::capture::tensor::DType;
 
 /// An absolute and a relative tolerance. An element passes when
 /// `|t - r| <= atol * max(1, max|ref|) + rtol * |r|` (see `bound_for`).

@@ -11,7 +11,7 @@
 //! A budget too small for even that is an error that says what would fit, never a run that
 //! silently exceeds it.
 
-use crate::store::Keep;
+use crate::capture::store::Keep;
 use anyhow::{anyhow, bail, Result};
 
 /// Parses `512M`, `1.5G`, `2GiB`, `800MB`, `1048576` into bytes (K/M/G/T are powers of 1024).

@@ -6,15 +6,15 @@
 //! fails only because it inherits an upstream error is not an origin. Parallel branches can
 //! hold several origins; all are returned in execution order.
 
+use crate::capture::tensor::DType;
+use crate::capture::tensor::HostTensor;
 use crate::capture::{Capture, CapturedValue};
-use crate::details::{layer_detail, LayerDetail};
+use crate::compare::details::{layer_detail, LayerDetail};
+use crate::compare::precision;
+use crate::compare::stats::compare;
+use crate::compare::tolerance::TolerancePolicy;
 use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
-use crate::precision;
-use crate::stats::compare;
-use crate::tensor::DType;
-use crate::tensor::HostTensor;
-use crate::tolerance::TolerancePolicy;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 
@@ -370,9 +370,9 @@ mod tests {
     //! whose effect fades before the outputs, is confirmed by the layer after it.
 
     use super::*;
+    use crate::capture::store::Stored;
     use crate::capture::{Capture, CapturedValue, Side, ValueRole};
     use crate::pairing::{Pair, PairedBy};
-    use crate::store::Stored;
 
     fn value(id: usize, role: ValueRole, inputs: &[usize], data: &[f32]) -> CapturedValue {
         CapturedValue {
@@ -384,7 +384,7 @@ mod tests {
             scope_recorded: true,
             source: None,
             role,
-            dtype: crate::tensor::DType::F32,
+            dtype: crate::capture::tensor::DType::F32,
             shape: vec![data.len()],
             inputs: inputs.to_vec(),
             tensor: Some(Stored::Memory(HostTensor::f32(

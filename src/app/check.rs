@@ -4,27 +4,29 @@
 //! goes to the report sinks and decides the exit code. A mismatch is a value in the outcome,
 //! never an error: errors are reserved for "could not do the job" (exit 2).
 
+use crate::app::progress::Progress;
+use crate::capture::memory::{self, MemoryPlan};
 use crate::capture::{Capture, Uncapturable};
-use crate::config::CheckConfig;
-use crate::details::LayerDetail;
-use crate::evaluate::{badness, compare_pairs, details, judge, Evaluation, SampleAggregate};
+use crate::cli::config::CheckConfig;
+use crate::compare::details::LayerDetail;
+use crate::compare::evaluate::{
+    badness, compare_pairs, details, judge, Evaluation, SampleAggregate,
+};
 use crate::inputs::samples::Sample;
 use crate::inputs::torch_args;
 use crate::inputs::ResolvedInput;
-use crate::memory::{self, MemoryPlan};
 use crate::onnx;
 use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
+use crate::outcome::verdict;
 use crate::outcome::{
     CoverageReport, Environment, FileInfo, FirstNonFinite, MemoryReport, Outcome, Timing,
     ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
-use crate::progress::Progress;
 use crate::report::{self, terminal};
 use crate::torch::TorchModel;
-use crate::verdict;
 use anyhow::Result;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -81,12 +83,12 @@ pub struct Models {
 
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     memory::prepare(cfg.runtime.max_memory);
-    crate::runtimes::init(&cfg.runtime, true)?;
+    crate::app::runtimes::init(&cfg.runtime, true)?;
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
     // Refused before ONNX Runtime builds a session, which is the slow part of loading.
-    let onnx_training = crate::training_mode::judge(
+    let onnx_training = crate::app::training_mode::judge(
         [None, onnx::training::training_mode(&onnx_model)],
         cfg.allow_training_mode,
     )?;
@@ -102,7 +104,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     memory::release_freed();
     let torch = TorchModel::load(&cfg.torch_path)?;
     let mut training_mode =
-        crate::training_mode::judge([torch.training_mode(), None], cfg.allow_training_mode)?;
+        crate::app::training_mode::judge([torch.training_mode(), None], cfg.allow_training_mode)?;
     training_mode.extend(onnx_training);
     timing.load_s += t0.elapsed().as_secs_f64();
     // The budget is planned against what loading actually left resident, and loading's own
@@ -363,7 +365,7 @@ fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
     if !path.exists() && cfg.update_baseline {
         return Ok(());
     }
-    let report = crate::baseline::compare(outcome, path, cfg.max_growth)?;
+    let report = crate::outcome::baseline::compare(outcome, path, cfg.max_growth)?;
     outcome.add_gate(verdict::baseline_gate(&report));
     outcome.baseline = Some(report);
     Ok(())

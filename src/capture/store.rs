@@ -8,7 +8,7 @@
 //! The spill file is created unlinked in the temporary folder: it never appears next to the
 //! user's models and disappears with the process, even after a crash.
 
-use crate::tensor::{DType, HostTensor, TensorData};
+use crate::capture::tensor::{DType, HostTensor, TensorData};
 use anyhow::{Context, Result};
 use half::{bf16, f16};
 use std::borrow::Cow;

@@ -1,4 +1,8 @@
-//! What one side's instrumented run produced: every captured value in execution order.
+//! Stage 2, capture: what one side's instrumented run produced, every captured value in
+//! execution order (this file), with the host tensors they hold (`tensor`), where those wait
+//! until compared (`store`), the memory budget that decides it (`memory`), and telling model
+//! files apart by their first bytes (`sniff`). The runtimes that fill these types are `torch`
+//! and `onnx`.
 //!
 //! Both runners (TorchScript through the C++ shim, ONNX through ort) fill the same types, so
 //! pairing, statistics and reports are written once and tested on synthetic captures. A value
@@ -6,8 +10,13 @@
 //! the data itself; values that exist but cannot be captured (inside an `if` or loop body of a
 //! scripted model) are listed with a reason instead of being dropped silently.
 
-use crate::store::Stored;
-use crate::tensor::{DType, HostTensor};
+pub mod memory;
+pub mod sniff;
+pub mod store;
+pub mod tensor;
+
+use crate::capture::store::Stored;
+use crate::capture::tensor::{DType, HostTensor};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::borrow::Cow;

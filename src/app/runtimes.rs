@@ -5,7 +5,7 @@
 //! its defaults. Operator libraries are opened once and kept open for the whole process:
 //! libtorch registers ops when the library loads, and unloading would leave dangling kernels.
 
-use crate::config::RuntimeConfig;
+use crate::cli::config::RuntimeConfig;
 use anyhow::{anyhow, bail, Result};
 use std::sync::{Once, OnceLock};
 

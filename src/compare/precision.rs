@@ -8,8 +8,8 @@
 //! dtype and the computed precisions of the values it was computed from; a pair is judged by
 //! the lower of its two sides' computed precisions.
 
+use crate::capture::tensor::DType;
 use crate::capture::Capture;
-use crate::tensor::DType;
 
 /// How many significant bits a floating-point dtype keeps; `None` for integers and bools.
 fn mantissa_bits(dtype: DType) -> Option<u32> {

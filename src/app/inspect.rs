@@ -5,16 +5,16 @@
 //! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx`, `--shape` or
 //! input files; without any of them the static structure is listed with unknown shapes.
 
+use crate::app::model_identity;
+use crate::capture::sniff::{sniff, FileKind};
+use crate::capture::tensor::{format_shape, DType};
 use crate::capture::{Capture, CapturedValue, ValueRole};
+use crate::cli::config::{input_request, runtime_config};
 use crate::cli::InspectArgs;
-use crate::config::{input_request, runtime_config};
 use crate::inputs::{npy, resolve, InputRequest};
-use crate::model_identity;
 use crate::onnx;
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::report::module_label;
-use crate::sniff::{sniff, FileKind};
-use crate::tensor::{format_shape, DType};
 use crate::torch::TorchModel;
 use anyhow::{anyhow, Result};
 use std::fmt::Write;
@@ -36,7 +36,7 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
     let request = input_request(&args.inputs, None)?;
     let text = match file_kind(&args.model)? {
         FileKind::Zip | FileKind::Pickle => {
-            crate::runtimes::init(&rt, args.onnx.is_some())?;
+            crate::app::runtimes::init(&rt, args.onnx.is_some())?;
             let model = TorchModel::load(&args.model)?;
             print!("{}", model_identity::torchscript(&model));
             let specs = match &args.onnx {
@@ -50,13 +50,16 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
                 Some(specs) => {
                     let inputs = resolve(&specs, &request)?;
                     let tensors: Vec<_> = inputs.into_iter().map(|i| i.tensor).collect();
-                    render(&model.capture(&tensors, &crate::store::Keep::Memory)?, true)
+                    render(
+                        &model.capture(&tensors, &crate::capture::store::Keep::Memory)?,
+                        true,
+                    )
                 }
                 None => render_static(&model),
             }
         }
         _ => {
-            crate::runtimes::init(&rt, true)?;
+            crate::app::runtimes::init(&rt, true)?;
             let model = onnx::model::load(&args.model)?;
             print!("{}", model_identity::onnx(&model));
             let specs = onnx::signature::inputs(&model)?;

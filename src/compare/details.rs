@@ -4,7 +4,7 @@
 //!
 //! Only these layers get detail, so the report stays small however large the network is.
 
-use crate::tensor::HostTensor;
+use crate::capture::tensor::HostTensor;
 use serde::Serialize;
 
 /// Points kept for a scatter plot; the worst element is always among them.

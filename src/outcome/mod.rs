@@ -1,3 +1,6 @@
+//! Stage 5, outcome: the one serialisable result of a run (this file), the gates that decide
+//! its verdict (`verdict`) and the comparison with a previous report (`baseline`).
+//!
 //! The one serialisable result of a run. The JSON report is this plus `schema_version`;
 //! the terminal table and every other report are derived from it.
 //!
@@ -5,13 +8,16 @@
 //! numbers (an SNR of +inf for identical tensors) are written as `null`, since JSON has no
 //! infinity.
 
-use crate::baseline::BaselineReport;
+pub mod baseline;
+pub mod verdict;
+
 use crate::capture::Uncapturable;
-use crate::details::LayerDetail;
+use crate::compare::details::LayerDetail;
+pub use crate::compare::stats::finite_or_null;
+use crate::compare::stats::ErrorStats;
 use crate::inputs::ResolvedInput;
+use crate::outcome::baseline::BaselineReport;
 use crate::pairing::{Coverage, Unpaired};
-pub use crate::stats::finite_or_null;
-use crate::stats::ErrorStats;
 use serde::Serialize;
 use std::ops::{Deref, DerefMut};
 
@@ -50,7 +56,7 @@ impl GateName {
     }
 }
 
-/// One gate's result, computed once (`crate::verdict`) and read by every report.
+/// One gate's result, computed once (`crate::outcome::verdict`) and read by every report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Gate {
     pub name: GateName,

@@ -5,7 +5,7 @@
 //! the gates and never judge again, so a terminal, a JUnit file and a JSON report of one run
 //! cannot disagree on why it failed.
 
-use crate::baseline::BaselineReport;
+use crate::outcome::baseline::BaselineReport;
 use crate::outcome::{Gate, GateName, LayerResult, Outcome};
 use crate::report::format::{growth, module_label};
 

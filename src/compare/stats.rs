@@ -10,8 +10,8 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 use serde::{Serialize, Serializer};
 
-use crate::tensor::{format_shape, with_data, HostTensor, TensorData};
-use crate::tolerance::{ElementBound, Tolerance};
+use crate::capture::tensor::{format_shape, with_data, HostTensor, TensorData};
+use crate::compare::tolerance::{ElementBound, Tolerance};
 
 /// Writes a non-finite number (an SNR of +inf for identical tensors) as `null`: JSON has no
 /// infinity.
@@ -546,7 +546,7 @@ fn cosine(dot: f64, ref_sq: f64, test_sq: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::DType;
+    use crate::capture::tensor::DType;
 
     fn f64t(shape: Vec<usize>, v: Vec<f64>) -> HostTensor {
         HostTensor::new(shape, TensorData::F64(v))

@@ -1,7 +1,12 @@
-//! The command line as the user typed it: clap definitions, parsing and validation only.
+//! Stage 1, arguments: the command line as the user typed it (this file: clap definitions,
+//! parsing and validation only), the configuration file under it (`config_file`), and the
+//! resolved configuration a run uses (`config`).
 //!
 //! Nothing here runs a model. `config.rs` turns these raw arguments, with the configuration
 //! file (`config_file.rs`) underneath, into the resolved configuration a run uses.
+
+pub mod config;
+pub mod config_file;
 
 use crate::inputs::{parse_shape, split_assignment};
 use clap::{Args, Parser, Subcommand};
@@ -225,7 +230,7 @@ pub struct RuntimeArgs {
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    crate::memory::parse_size(s).map_err(|e| e.to_string())
+    crate::capture::memory::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

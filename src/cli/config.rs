@@ -4,11 +4,11 @@
 //! model, a coverage ratio outside 0..1, tolerance globs) happens here, so the pipeline can
 //! trust every field.
 
+use crate::cli::config_file::{InputsSection, RuntimeSection};
 use crate::cli::{CheckArgs, InputArgs, RuntimeArgs};
-use crate::config_file::{InputsSection, RuntimeSection};
+use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
-use crate::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -108,7 +108,7 @@ pub fn runtime_config(args: &RuntimeArgs, file: Option<&RuntimeSection>) -> Resu
     let max_memory = match (args.max_memory, &file.max_memory) {
         (Some(b), _) => Some(b),
         (None, Some(text)) => Some(
-            crate::memory::parse_size(text)
+            crate::capture::memory::parse_size(text)
                 .map_err(|e| anyhow::anyhow!("config [runtime] max_memory: {e}"))?,
         ),
         (None, None) => None,
@@ -144,7 +144,7 @@ fn check_output_path(out: &Path, models: &[&Path]) -> Result<()> {
 
 impl CheckConfig {
     pub fn from_args(args: &CheckArgs) -> Result<CheckConfig> {
-        let file = crate::config_file::load(args.config.as_deref())?.unwrap_or_default();
+        let file = crate::cli::config_file::load(args.config.as_deref())?.unwrap_or_default();
         let torch_path = args.model_pt.as_ref().or(file.torch_model.as_ref());
         let onnx_path = args.model_onnx.as_ref().or(file.onnx_model.as_ref());
         let (Some(torch_path), Some(onnx_path)) = (torch_path, onnx_path) else {
@@ -193,7 +193,7 @@ impl CheckConfig {
         let max_growth = args
             .max_growth
             .or(file.gate.max_growth)
-            .unwrap_or(crate::baseline::DEFAULT_MAX_GROWTH);
+            .unwrap_or(crate::outcome::baseline::DEFAULT_MAX_GROWTH);
         if !(max_growth.is_finite() && max_growth >= 1.0) {
             bail!("--max-growth must be a number of at least 1, got {max_growth}");
         }

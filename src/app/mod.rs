@@ -1,0 +1,11 @@
+//! The commands, built from the stages: `check` (both models, every layer compared, one
+//! `Outcome`, its reports and exit code) and `inspect` (what one file is and what it offers),
+//! with what they share: runtime setup (`runtimes`), progress on stderr (`progress`), and the
+//! refusals that come before any comparison (`training_mode`, `model_identity`).
+
+pub mod check;
+pub mod inspect;
+pub mod model_identity;
+pub mod progress;
+pub mod runtimes;
+pub mod training_mode;
