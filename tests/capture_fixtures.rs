@@ -4,23 +4,23 @@
 
 mod common;
 
+use align_check::capture::store::Keep;
+use align_check::capture::tensor::HostTensor;
 use align_check::capture::{Capture, ValueRole};
 use align_check::inputs::npy::read_npz;
 use align_check::onnx;
-use align_check::store::Keep;
-use align_check::tensor::HostTensor;
 use align_check::torch::TorchModel;
 use common::{binary, fixture, manifest};
 
 fn init() {
-    let rt = align_check::config::RuntimeConfig {
+    let rt = align_check::cli::config::RuntimeConfig {
         threads: 2,
         ort_lib: None,
         ort_custom_ops: None,
         torch_ops: vec![],
         max_memory: None,
     };
-    align_check::runtimes::init(&rt, true).unwrap();
+    align_check::app::runtimes::init(&rt, true).unwrap();
 }
 
 /// The fixture's inputs, in the ONNX signature's order.

@@ -10,9 +10,9 @@
 
 mod common;
 
+use align_check::capture::sniff::sniff;
 use align_check::inputs::npy::{read_npy, read_npy_bytes, read_npz, read_npz_from};
 use align_check::onnx::{expose_all, inputs, model, output_names, scope};
-use align_check::sniff::sniff;
 use common::{binary, fixture, fixtures_dir, stderr_of};
 use std::path::{Path, PathBuf};
 

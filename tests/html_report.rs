@@ -39,9 +39,9 @@ fn outcome_of_dir(dir: &Path) -> Outcome {
         npz.to_str().unwrap(),
     ])
     .unwrap();
-    let cfg = align_check::config::CheckConfig::from_args(&cli.check).unwrap();
-    let progress = align_check::progress::Progress::new(false);
-    align_check::check::outcome(&cfg, &progress).unwrap()
+    let cfg = align_check::cli::config::CheckConfig::from_args(&cli.check).unwrap();
+    let progress = align_check::app::progress::Progress::new(false);
+    align_check::app::check::outcome(&cfg, &progress).unwrap()
 }
 
 fn outcome_of(name: &str) -> Outcome {

@@ -10,9 +10,9 @@
 //! Python environment or ONNX Runtime fails the tests with a message saying how to get it
 //! (`bash scripts/bootstrap.sh`); a skipped test would pass without checking anything.
 
+use align_check::capture::tensor::{DType, HostTensor, TensorData};
 use align_check::capture::{Capture, CapturedValue, ValueRole};
 use align_check::onnx::{self, model::OnnxModel};
-use align_check::tensor::{DType, HostTensor, TensorData};
 use half::{bf16, f16};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,9 @@
 
 use crate::app::progress::Progress;
 use crate::capture::memory::{self, MemoryPlan};
-use crate::capture::{Capture, Uncapturable};
+use crate::capture::runner::Runner;
+use crate::capture::store::Keep;
+use crate::capture::{Capture, Side, Uncapturable};
 use crate::cli::config::CheckConfig;
 use crate::compare::details::LayerDetail;
 use crate::compare::evaluate::{
@@ -143,29 +145,34 @@ pub fn capture_sample(
     progress: &Progress,
     timing: &mut Timing,
 ) -> Result<Captured> {
-    let tensors = torch_args::forward_inputs(
-        models.torch.inputs(),
-        &sample.inputs,
-        models.torch.parameter_dtype(),
-    )?;
     let (keep_torch, keep_onnx) = models.memory.keeps_for_sample()?;
-    let t1 = Instant::now();
-    progress.stage(&format!("{}: running TorchScript", sample.label));
-    let torch = models
-        .torch
-        .capture(&tensors, &keep_torch)
-        .map_err(|e| torch_args::explain_run_error(e, &sample.inputs))?;
-    let torch = torch_args::drop_torch_only(torch, models.torch.inputs(), &sample.inputs)?;
-    timing.torch_run_s += t1.elapsed().as_secs_f64();
-
-    let t2 = Instant::now();
-    progress.stage(&format!("{}: running ONNX Runtime", sample.label));
-    let named = torch_args::onnx_inputs(&sample.inputs);
-    let onnx = models
-        .onnx
-        .capture(&named, &keep_onnx, models.memory.group_bytes)?;
-    timing.onnx_run_s += t2.elapsed().as_secs_f64();
-    timing.onnx_runs += models.onnx.runs_last_capture;
+    let group_bytes = models.memory.group_bytes;
+    let runners: [(&mut dyn Runner, &Keep); 2] = [
+        (&mut models.torch, &keep_torch),
+        (&mut models.onnx, &keep_onnx),
+    ];
+    let mut captures = Vec::with_capacity(2);
+    for (runner, keep) in runners {
+        let started = Instant::now();
+        progress.stage(&format!(
+            "{}: running {}",
+            sample.label,
+            runner.side().runtime()
+        ));
+        captures.push(runner.capture(&sample.inputs, keep, group_bytes)?);
+        let seconds = started.elapsed().as_secs_f64();
+        match runner.side() {
+            Side::Torch => timing.torch_run_s += seconds,
+            Side::Onnx => {
+                timing.onnx_run_s += seconds;
+                timing.onnx_runs += runner.runs_last_capture();
+            }
+        }
+    }
+    let (onnx, torch) = (captures.pop(), captures.pop());
+    let (Some(torch), Some(onnx)) = (torch, onnx) else {
+        unreachable!("one capture per runner")
+    };
     Ok(Captured {
         label: sample.label,
         inputs: sample.inputs,

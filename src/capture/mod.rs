@@ -2,7 +2,7 @@
 //! execution order (this file), with the host tensors they hold (`tensor`), where those wait
 //! until compared (`store`), the memory budget that decides it (`memory`), and telling model
 //! files apart by their first bytes (`sniff`). The runtimes that fill these types are `torch`
-//! and `onnx`.
+//! and `onnx`, both behind the one shape of `runner`.
 //!
 //! Both runners (TorchScript through the C++ shim, ONNX through ort) fill the same types, so
 //! pairing, statistics and reports are written once and tested on synthetic captures. A value
@@ -11,6 +11,7 @@
 //! scripted model) are listed with a reason instead of being dropped silently.
 
 pub mod memory;
+pub mod runner;
 pub mod sniff;
 pub mod store;
 pub mod tensor;
@@ -34,6 +35,14 @@ impl Side {
         match self {
             Side::Torch => "TorchScript",
             Side::Onnx => "ONNX",
+        }
+    }
+
+    /// The runtime that computes this side, as progress messages name it.
+    pub fn runtime(self) -> &'static str {
+        match self {
+            Side::Torch => "TorchScript",
+            Side::Onnx => "ONNX Runtime",
         }
     }
 }

@@ -8,7 +8,7 @@
 #![no_main]
 
 use align_check::onnx::{expose_all, inputs, model, output_names, scope};
-use align_check::sniff::sniff;
+use align_check::capture::sniff::sniff;
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
