@@ -47,6 +47,20 @@ impl Side {
     }
 }
 
+/// A source location (`/repo/model.py:42`) as reports show it: relative to the working
+/// directory when the file is under it (`model.py:42`), so that reports made in a checkout
+/// do not carry the machine's paths; as given otherwise.
+pub fn display_location(location: &str) -> String {
+    let Ok(cwd) = std::env::current_dir() else {
+        return location.to_string();
+    };
+    let prefix = format!("{}/", cwd.display());
+    match location.strip_prefix(&prefix) {
+        Some(relative) if !relative.is_empty() => relative.to_string(),
+        _ => location.to_string(),
+    }
+}
+
 /// The role a value plays in its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,6 +102,9 @@ pub struct CapturedValue {
     pub scope_recorded: bool,
     /// Python source location (`model.py:42`) where the format records it.
     pub source: Option<String>,
+    /// The whole Python stack that produced the value, outermost first (`file:line`), where
+    /// the format records it; `source` is its innermost frame outside PyTorch.
+    pub source_stack: Vec<String>,
     pub role: ValueRole,
     pub dtype: DType,
     pub shape: Vec<usize>,

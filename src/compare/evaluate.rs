@@ -210,7 +210,12 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
                 .iter()
                 .map(|&f| tv[f].module_path().to_string())
                 .collect(),
-            source: t.source.clone(),
+            source: t.source.clone().or_else(|| o.source.clone()),
+            source_stack: if t.source_stack.is_empty() {
+                o.source_stack.clone()
+            } else {
+                t.source_stack.clone()
+            },
             upstream_failed: tainted[p.torch],
             unconfirmed: unconfirmed[index],
             cmp,
@@ -383,6 +388,7 @@ mod tests {
             scope: vec![],
             scope_recorded: true,
             source: None,
+            source_stack: Vec::new(),
             role,
             dtype: crate::capture::tensor::DType::F32,
             shape: vec![data.len()],

@@ -9,7 +9,7 @@
 //! Scan subgraphs) cannot be outputs of the main graph; they are listed as uncapturable.
 
 use super::proto;
-use super::scope::{has_scope_record, node_scope, node_source};
+use super::scope::{has_scope_record, node_scope, node_source, node_stack};
 use crate::capture::{ScopeLevel, Uncapturable};
 use anyhow::{bail, Result};
 use std::cmp::Reverse;
@@ -32,6 +32,8 @@ pub struct ExposedValue {
     pub scope_recorded: bool,
     /// Python `file:line` from the dynamo exporter's stack trace, where present.
     pub source: Option<String>,
+    /// That whole stack trace, outermost frame first.
+    pub source_stack: Vec<String>,
     /// The producing node's non-empty inputs, in order (weights and constants included).
     pub input_names: Vec<String>,
 }
@@ -64,6 +66,7 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
         let node = &graph.node[i];
         let scope = node_scope(node);
         let source = node_source(node);
+        let source_stack = node_stack(node);
         let input_names: Vec<String> = node
             .input
             .iter()
@@ -84,6 +87,7 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
                 scope: scope.clone(),
                 scope_recorded: has_scope_record(node),
                 source: source.clone(),
+                source_stack: source_stack.clone(),
                 input_names: input_names.clone(),
             });
         }

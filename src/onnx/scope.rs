@@ -19,6 +19,7 @@
 //! Graphs that went through a simplifier often have neither: the scope is then empty.
 
 use super::proto;
+use crate::capture::display_location;
 use crate::capture::ScopeLevel;
 
 /// Metadata key of the dynamo exporter's module path list.
@@ -153,7 +154,20 @@ pub fn node_source(node: &proto::NodeProto) -> Option<String> {
         .rev()
         .find(|(file, _)| !is_torch_internal(file))
         .or(frames.last())
-        .map(|(file, line)| format!("{file}:{line}"))
+        .map(|(file, line)| display_location(&format!("{file}:{line}")))
+}
+
+/// Every frame of the dynamo exporter's stack trace, outermost first, as `file:line`.
+pub fn node_stack(node: &proto::NodeProto) -> Vec<String> {
+    metadata(node, STACK_TRACE_KEY)
+        .map(|trace| {
+            trace
+                .lines()
+                .filter_map(parse_frame)
+                .map(|(file, line)| display_location(&format!("{file}:{line}")))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `  File "/x/model.py", line 19, in forward` -> (`/x/model.py`, `19`).

@@ -116,7 +116,12 @@ pub struct LayerResult {
     pub paired_by: String,
     /// Module paths compared as part of this pair (the conv of a fused conv+bn).
     pub fused: Vec<String>,
+    /// The line of the model's code that made the value: the innermost frame of its Python
+    /// stack outside PyTorch (TorchScript's record, else the dynamo exporter's).
     pub source: Option<String>,
+    /// That whole stack, outermost frame first (`file:line`); empty where neither side
+    /// recorded one.
+    pub source_stack: Vec<String>,
     /// Whether some layer upstream of this one already fails (its error may be inherited).
     pub upstream_failed: bool,
     /// Exceeds its tolerance while every paired layer computed from it agrees with PyTorch:

@@ -210,6 +210,7 @@ mod tests {
                 .collect(),
             scope_recorded: true,
             source: None,
+            source_stack: Vec::new(),
             role: ValueRole::Intermediate,
             dtype: DType::F32,
             shape: vec![1],

@@ -52,6 +52,7 @@ impl Builder {
             scope: levels,
             scope_recorded: true,
             source: None,
+            source_stack: Vec::new(),
             role,
             dtype: DType::F32,
             shape: vec![data.len()],

@@ -11,7 +11,9 @@ use super::{archive, errors, hazards};
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::store::{Keep, Stored};
 use crate::capture::tensor::{DType, HostTensor};
-use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole};
+use crate::capture::{
+    display_location, Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -147,7 +149,7 @@ impl TorchModel {
             .map(|(v, scope)| StaticValue {
                 op: v.op.clone(),
                 scope: scope.clone(),
-                source: (!v.source.is_empty()).then(|| v.source.clone()),
+                source: (!v.source.is_empty()).then(|| display_location(&v.source)),
             })
             .collect()
     }
@@ -232,7 +234,8 @@ impl TorchModel {
                 node: String::new(),
                 scope: self.scopes[o.meta].clone(),
                 scope_recorded: true,
-                source: (!meta.source.is_empty()).then(|| meta.source.clone()),
+                source: (!meta.source.is_empty()).then(|| display_location(&meta.source)),
+                source_stack: meta.stack.iter().map(|f| display_location(f)).collect(),
                 role,
                 dtype: o.dtype,
                 shape: o.shape,
@@ -268,6 +271,7 @@ impl TorchModel {
                 scope: Vec::new(),
                 scope_recorded: true,
                 source: None,
+                source_stack: Vec::new(),
                 role: ValueRole::Output(n),
                 dtype: host.dtype(),
                 shape: host.shape.clone(),

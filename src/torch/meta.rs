@@ -78,6 +78,10 @@ pub struct ValueMeta {
     #[serde(default)]
     pub type_paths: Vec<String>,
     pub source: String,
+    /// Every frame of the Python stack that produced the value, outermost first
+    /// (`file:line`); empty where the archive kept none.
+    #[serde(default)]
+    pub stack: Vec<String>,
     /// `""` at the top level, `"loop"` inside a loop body (observed once per iteration),
     /// `"if"` inside an if branch (observed only when the branch runs).
     #[serde(default)]
@@ -124,7 +128,8 @@ impl GraphSite {
             out = format!("{} ({out})", path.join("."));
         }
         if !self.source.is_empty() {
-            out.push_str(&format!(" at {}", self.source));
+            let source = crate::capture::display_location(&self.source);
+            out.push_str(&format!(" at {source}"));
         }
         out
     }

@@ -165,6 +165,44 @@ std::string source_of(Node* node) {
   return "";
 }
 
+// Every frame of the Python stack that produced a node, outermost first, as "file:line". A
+// traced op's source text is its whole recorded stack (innermost first, see
+// innermost_user_frame); a scripted op has its call-stack frames and its own range.
+std::vector<std::string> stack_of(Node* node) {
+  std::vector<std::string> frames;
+  const torch::jit::SourceRange& own = node->sourceRange();
+  auto original = own.findSourceRangeThatGenerated();
+  const torch::jit::SourceRange& r = original ? *original : own;
+  if (r.source()) {
+    std::istringstream lines(std::string(r.source()->text_str().str()));
+    std::string line;
+    while (std::getline(lines, line)) {
+      auto close = line.rfind("): ");
+      auto open = close == std::string::npos ? std::string::npos : line.rfind('(', close);
+      if (open == std::string::npos || open == 0) {
+        frames.clear();
+        break;
+      }
+      std::string number = line.substr(open + 1, close - open - 1);
+      if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos) {
+        frames.clear();
+        break;
+      }
+      frames.push_back(line.substr(0, open) + ":" + number);
+    }
+    if (!frames.empty()) return {frames.rbegin(), frames.rend()};
+  }
+  if (auto cs = node->callstack()) {
+    for (const auto& entry : (*cs)->vec()) {
+      std::string frame = describe_range(std::get<1>(entry));
+      if (!frame.empty()) frames.push_back(frame);
+    }
+  }
+  std::string last = describe_range(own);
+  if (!last.empty()) frames.push_back(last);
+  return frames;
+}
+
 bool has_calls(torch::jit::Block* block) {
   for (Node* n : block->nodes()) {
     if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction) return true;
@@ -296,7 +334,14 @@ void write_value(std::ostringstream& meta, bool first, const Value* out, Node* n
   write_type_paths(meta, node, type_paths);
   meta << ",\"source\":";
   json_escape(meta, source_of(node));
-  meta << ",\"block\":\"" << block << "\",\"inputs\":[";
+  meta << ",\"stack\":[";
+  bool first_frame = true;
+  for (const auto& frame : stack_of(node)) {
+    if (!first_frame) meta << ',';
+    first_frame = false;
+    json_escape(meta, frame);
+  }
+  meta << "],\"block\":\"" << block << "\",\"inputs\":[";
   for (size_t p = 0; p < producers.size(); ++p) meta << (p ? "," : "") << producers[p];
   meta << "]}";
 }
