@@ -27,7 +27,9 @@ use crate::outcome::{
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
-use crate::report::{self, terminal};
+use crate::report::json::Json;
+use crate::report::terminal::{TableOptions, Terminal};
+use crate::report::{self, Destination, Output};
 use crate::torch::TorchModel;
 use anyhow::Result;
 use std::io::IsTerminal;
@@ -378,23 +380,21 @@ fn apply_baseline(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
     Ok(())
 }
 
-/// Every report the configuration asks for, each derived from the same outcome. The JSON
-/// report goes last so that it can carry the time the others took.
+/// Every report file the configuration asks for, each derived from the same outcome through
+/// the same `Report` trait. Those that carry the time the others took (the JSON) go last.
 fn write_reports(cfg: &CheckConfig, outcome: &mut Outcome) -> Result<()> {
-    let r = &cfg.reports;
-    let t = Instant::now();
-    if let Some(path) = &r.html {
-        report::write_output(path, &report::html::render(outcome)?)?;
+    let started = Instant::now();
+    let (timed, others): (Vec<&Output>, Vec<&Output>) = cfg
+        .reports
+        .outputs
+        .iter()
+        .partition(|o| o.format.writer.includes_report_time());
+    for output in others {
+        report::emit(output.format.writer, outcome, &output.to)?;
     }
-    if let Some(path) = &r.markdown {
-        report::write_output(path, report::markdown::render(outcome).as_bytes())?;
-    }
-    if let Some(path) = &r.junit {
-        report::write_output(path, report::junit::render(outcome).as_bytes())?;
-    }
-    outcome.timing.reports_s = t.elapsed().as_secs_f64();
-    if let Some(path) = &r.json {
-        report::write_output(path, &report::json::render(outcome)?)?;
+    outcome.timing.reports_s = started.elapsed().as_secs_f64();
+    for output in timed {
+        report::emit(output.format.writer, outcome, &output.to)?;
     }
     Ok(())
 }
@@ -407,24 +407,21 @@ pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
 
     write_reports(cfg, &mut outcome)?;
     if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {
-        report::write_output(path, &report::json::render(&outcome)?)?;
+        report::emit(&Json, &outcome, &Destination::from_path(path))?;
         if !cfg.quiet {
             eprintln!("align-check: wrote new baseline {}", path.display());
         }
     }
-    let json_on_stdout = cfg.reports.json.as_deref() == Some(Path::new("-"));
-    if !cfg.quiet && !json_on_stdout {
+    // A report on stdout (`--json -`) is all stdout holds.
+    if !cfg.quiet && !cfg.reports.to_stdout() {
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let text = terminal::render(
-            &outcome,
-            &terminal::TableOptions {
-                all_rows: cfg.all_rows,
-                worst: cfg.worst,
-                color,
-                verbose: cfg.verbose,
-            },
-        );
-        print!("{text}");
+        let table = Terminal(TableOptions {
+            all_rows: cfg.all_rows,
+            worst: cfg.worst,
+            color,
+            verbose: cfg.verbose,
+        });
+        report::emit(&table, &outcome, &Destination::Stdout)?;
     }
     Ok(match (outcome.verdict, cfg.exit_zero) {
         (Verdict::Pass, _) | (_, true) => ExitCode::SUCCESS,

@@ -4,11 +4,12 @@
 //! model, a coverage ratio outside 0..1, tolerance globs) happens here, so the pipeline can
 //! trust every field.
 
-use crate::cli::config_file::{InputsSection, RuntimeSection};
-use crate::cli::{CheckArgs, InputArgs, RuntimeArgs};
+use crate::cli::config_file::{InputsSection, ReportsSection, RuntimeSection};
+use crate::cli::{CheckArgs, InputArgs, ReportArgs, RuntimeArgs};
 use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
+use crate::report::{Destination, Output, FORMATS};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -22,20 +23,40 @@ pub struct RuntimeConfig {
     pub max_memory: Option<u64>,
 }
 
-/// Where each report goes, when asked for.
+/// The report files a run writes, each format with its destination, in the order of
+/// `report::FORMATS`: a flag on the command line, else the configuration file's key.
 #[derive(Debug, Clone, Default)]
 pub struct Reports {
-    pub json: Option<PathBuf>,
-    pub html: Option<PathBuf>,
-    pub markdown: Option<PathBuf>,
-    pub junit: Option<PathBuf>,
+    pub outputs: Vec<Output>,
 }
 
 impl Reports {
-    pub fn all(&self) -> impl Iterator<Item = &PathBuf> {
-        [&self.json, &self.html, &self.markdown, &self.junit]
-            .into_iter()
-            .flatten()
+    fn resolve(args: &ReportArgs, file: &ReportsSection) -> Reports {
+        let outputs = FORMATS
+            .iter()
+            .copied()
+            .filter_map(|format| {
+                let path = args.path(format).or_else(|| file.path(format))?;
+                Some(Output {
+                    format,
+                    to: Destination::from_path(path),
+                })
+            })
+            .collect();
+        Reports { outputs }
+    }
+
+    /// Every report file path (stdout is none).
+    pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.outputs.iter().filter_map(|o| match &o.to {
+            Destination::File(path) => Some(path),
+            Destination::Stdout => None,
+        })
+    }
+
+    /// Whether some report is written to stdout (`--json -`), which then holds nothing else.
+    pub fn to_stdout(&self) -> bool {
+        self.outputs.iter().any(|o| o.to == Destination::Stdout)
     }
 }
 
@@ -174,20 +195,12 @@ impl CheckConfig {
             overrides,
         )
         .map_err(anyhow::Error::msg)?;
-        let reports = Reports {
-            json: args.json.clone().or_else(|| file.reports.json.clone()),
-            html: args.html.clone().or_else(|| file.reports.html.clone()),
-            markdown: args
-                .markdown
-                .clone()
-                .or_else(|| file.reports.markdown.clone()),
-            junit: args.junit.clone().or_else(|| file.reports.junit.clone()),
-        };
+        let reports = Reports::resolve(&args.reports, &file.reports);
         let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());
         if args.update_baseline && baseline.is_none() {
             bail!("--update-baseline needs a baseline path: --baseline PATH or [gate] baseline in align-check.toml");
         }
-        for out in reports.all().chain(baseline.as_ref()) {
+        for out in reports.paths().chain(baseline.as_ref()) {
             check_output_path(out, &[torch_path, onnx_path])?;
         }
         let max_growth = args

@@ -5,8 +5,10 @@
 //! from any working directory. Unknown keys are errors naming the key: a misspelt tolerance
 //! must not silently fall back to the default.
 
+use crate::report::{self, Format, FORMATS};
 use anyhow::{anyhow, Result};
-use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -73,13 +75,52 @@ pub struct GateSection {
     pub allow_training_mode: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[reports]`: a path per format, keyed by the format's key in `report::FORMATS` (`json`,
+/// `model_explorer`), in the file's order. An unknown key is an error that lists the known
+/// ones.
+#[derive(Debug, Default)]
 pub struct ReportsSection {
-    pub json: Option<PathBuf>,
-    pub html: Option<PathBuf>,
-    pub markdown: Option<PathBuf>,
-    pub junit: Option<PathBuf>,
+    pub paths: Vec<(&'static Format, PathBuf)>,
+}
+
+impl ReportsSection {
+    /// The path the file gives for `format`, if any.
+    pub fn path(&self, format: &Format) -> Option<&PathBuf> {
+        self.paths
+            .iter()
+            .find(|(f, _)| f.key == format.key)
+            .map(|(_, p)| p)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReportsSection {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = ReportsSection;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a table of report paths")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReportsSection, A::Error> {
+                let mut section = ReportsSection::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let format = report::format_named(&key).ok_or_else(|| {
+                        let known: Vec<String> =
+                            FORMATS.iter().map(|f| format!("`{}`", f.key)).collect();
+                        de::Error::custom(format!(
+                            "unknown field `{key}`, expected one of {}",
+                            known.join(", ")
+                        ))
+                    })?;
+                    section.paths.push((format, map.next_value()?));
+                }
+                Ok(section)
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,10 +175,7 @@ impl FileConfig {
         fix_opt(&mut self.inputs.archive);
         self.inputs.files.values_mut().for_each(fix);
         fix_opt(&mut self.gate.baseline);
-        fix_opt(&mut self.reports.json);
-        fix_opt(&mut self.reports.html);
-        fix_opt(&mut self.reports.markdown);
-        fix_opt(&mut self.reports.junit);
+        self.reports.paths.iter_mut().for_each(|(_, p)| fix(p));
         fix_opt(&mut self.runtime.ort_lib);
         fix_opt(&mut self.runtime.ort_custom_ops);
         self.runtime.torch_ops.iter_mut().for_each(fix);
@@ -193,10 +231,25 @@ mod tests {
     }
 
     #[test]
+    fn every_report_format_has_a_key() {
+        let c = parse("[reports]\nmodel_explorer = \"nodes.json\"\nmarkdown = \"s.md\"\n").unwrap();
+        let keys: Vec<&str> = c.reports.paths.iter().map(|(f, _)| f.key).collect();
+        assert_eq!(keys, ["model_explorer", "markdown"]);
+        let err = parse("[reports]\njsn = \"x\"\n").unwrap_err();
+        assert!(
+            err.contains("unknown field `jsn`, expected one of `json`, `html`"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn paths_are_relative_to_the_file() {
         let mut c = parse("torch_model = \"m.pt\"\n[reports]\njson = \"/abs/r.json\"\n").unwrap();
         c.make_relative_to(Path::new("/ci/models"));
         assert_eq!(c.torch_model.unwrap(), PathBuf::from("/ci/models/m.pt"));
-        assert_eq!(c.reports.json.unwrap(), PathBuf::from("/abs/r.json"));
+        assert_eq!(
+            c.reports.path(&report::json::FORMAT),
+            Some(&PathBuf::from("/abs/r.json"))
+        );
     }
 }

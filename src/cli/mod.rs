@@ -9,7 +9,8 @@ pub mod config;
 pub mod config_file;
 
 use crate::inputs::{parse_shape, split_assignment};
-use clap::{Args, Parser, Subcommand};
+use crate::report::{Format, FORMATS};
+use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 const ABOUT: &str = "Find where ONNX Runtime first departs from PyTorch, layer by layer.";
@@ -134,21 +135,9 @@ pub struct CheckArgs {
     #[arg(long, help_heading = "Gate")]
     pub allow_training_mode: bool,
 
-    /// Write the JSON report to PATH ('-' for stdout)
-    #[arg(long, value_name = "PATH", help_heading = "Reports")]
-    pub json: Option<PathBuf>,
-
-    /// Write a self-contained HTML report with charts to PATH
-    #[arg(long, value_name = "PATH", help_heading = "Reports")]
-    pub html: Option<PathBuf>,
-
-    /// Write a short Markdown summary (for a pull-request comment or job summary) to PATH
-    #[arg(long, value_name = "PATH", help_heading = "Reports")]
-    pub markdown: Option<PathBuf>,
-
-    /// Write JUnit XML (one test case per output and per top-level module) to PATH
-    #[arg(long, value_name = "PATH", help_heading = "Reports")]
-    pub junit: Option<PathBuf>,
+    /// One `--FORMAT PATH` flag per file format of `report::FORMATS`.
+    #[command(flatten)]
+    pub reports: ReportArgs,
 
     /// Show every layer in the terminal table, not only those around the first divergence
     /// and the worst ones
@@ -166,6 +155,62 @@ pub struct CheckArgs {
     /// Print nothing on the terminal but errors (reports are still written)
     #[arg(short, long, help_heading = "Reports")]
     pub quiet: bool,
+}
+
+/// The report files asked for on the command line: `--json PATH`, `--html PATH` and a flag
+/// for every other format in `report::FORMATS`, which also gives each flag its help. A new
+/// format gets its flag here without a line of its own.
+#[derive(Debug, Clone, Default)]
+pub struct ReportArgs {
+    /// Each format given, with its path, in the order of `FORMATS`.
+    pub paths: Vec<(&'static Format, PathBuf)>,
+}
+
+impl ReportArgs {
+    /// The path given for `format`, if any.
+    pub fn path(&self, format: &Format) -> Option<&PathBuf> {
+        self.paths
+            .iter()
+            .find(|(f, _)| f.key == format.key)
+            .map(|(_, p)| p)
+    }
+}
+
+impl Args for ReportArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        FORMATS.iter().fold(cmd, |cmd, format| {
+            cmd.arg(
+                Arg::new(format.key)
+                    .long(format.flag)
+                    .value_name("PATH")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help(format.help)
+                    .help_heading("Reports"),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for ReportArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = ReportArgs::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        for format in FORMATS {
+            if let Some(path) = matches.get_one::<PathBuf>(format.key) {
+                self.paths.retain(|(f, _)| f.key != format.key);
+                self.paths.push((format, path.clone()));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Args)]

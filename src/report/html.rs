@@ -13,6 +13,7 @@ mod charts;
 mod context;
 mod tree;
 
+use super::{Format, Report};
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
 use minijinja::value::Serde;
@@ -64,15 +65,32 @@ fn formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), E
     }
 }
 
+pub const FORMAT: Format = Format {
+    key: "html",
+    flag: "html",
+    help: "Write a self-contained HTML report with charts to PATH",
+    writer: &Html,
+};
+
+#[derive(Debug)]
+pub struct Html;
+
+impl Report for Html {
+    fn write(&self, outcome: &Outcome, out: &mut dyn std::io::Write) -> Result<()> {
+        let page = context::page(outcome)?;
+        let env = environment()?;
+        let html = env
+            .get_template("page.html")?
+            .render(Serde(&page))
+            .context("rendering the HTML report")?;
+        out.write_all(html.as_bytes())?;
+        Ok(())
+    }
+}
+
 /// The HTML report of `outcome`, as UTF-8 bytes.
 pub fn render(outcome: &Outcome) -> Result<Vec<u8>> {
-    let page = context::page(outcome)?;
-    let env = environment()?;
-    let html = env
-        .get_template("page.html")?
-        .render(Serde(&page))
-        .context("rendering the HTML report")?;
-    Ok(html.into_bytes())
+    super::render_to_vec(&Html, outcome)
 }
 
 #[cfg(test)]
@@ -88,6 +106,15 @@ mod tests {
             }
         }
         assert!(environment().is_ok());
+    }
+
+    #[test]
+    fn style_sheet_colours_the_shared_bands() {
+        // The page's colours and the Model Explorer overlay's come from the same scale.
+        for band in crate::report::format::BANDS {
+            let rule = format!(".{} {{ --c: {}; }}", band.class, band.colour);
+            assert!(STYLE.contains(&rule), "style.css lacks `{rule}`");
+        }
     }
 
     #[test]

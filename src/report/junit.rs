@@ -10,9 +10,11 @@
 //! hostile or odd node name cannot break the document.
 
 use super::format::{fmt_num, module_label};
+use super::{Format, Report};
 use crate::capture::tensor::format_shape;
 use crate::outcome::{Gate, GateName, LayerResult, Outcome};
-use std::fmt::Write;
+use anyhow::Result;
+use std::io::Write;
 
 /// Failing layers named in a failure's `message` attribute; the element's text lists them all.
 const MESSAGE_LAYERS: usize = 5;
@@ -227,8 +229,29 @@ fn grown_lines(outcome: &Outcome) -> String {
         .join("\n")
 }
 
+pub const FORMAT: Format = Format {
+    key: "junit",
+    flag: "junit",
+    help: "Write JUnit XML (one test case per output and per top-level module) to PATH",
+    writer: &Junit,
+};
+
+#[derive(Debug)]
+pub struct Junit;
+
+impl Report for Junit {
+    fn write(&self, outcome: &Outcome, out: &mut dyn Write) -> Result<()> {
+        write_suite(outcome, out)
+    }
+}
+
 /// The JUnit XML report of `outcome`.
 pub fn render(outcome: &Outcome) -> String {
+    let bytes = super::render_to_vec(&Junit, outcome).expect("writing to memory cannot fail");
+    String::from_utf8(bytes).expect("the report is UTF-8")
+}
+
+fn write_suite(outcome: &Outcome, out: &mut dyn Write) -> Result<()> {
     let mut cases = output_cases(outcome);
     cases.extend(layer_cases(outcome));
     cases.extend(outcome.gates.iter().filter_map(|g| gate_case(outcome, g)));
@@ -238,21 +261,20 @@ pub fn render(outcome: &Outcome) -> String {
         outcome.torch_model.path, outcome.onnx_model.path
     );
     let time = format!("{:.3}", outcome.timing.total_s);
-    let mut out = String::new();
-    let _ = writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
-    let _ = writeln!(
+    writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#)?;
+    writeln!(
         out,
         r#"<testsuites name="align-check" tests="{}" failures="{failures}" errors="0" time="{time}">"#,
         cases.len()
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         r#"  <testsuite name="{}" tests="{}" failures="{failures}" errors="0" skipped="0" time="{time}">"#,
         xml(&suite),
         cases.len()
-    );
+    )?;
     let e = &outcome.environment;
-    let _ = writeln!(out, "    <properties>");
+    writeln!(out, "    <properties>")?;
     for (name, value) in [
         ("align-check", e.align_check.as_str()),
         ("libtorch", e.libtorch.as_str()),
@@ -260,14 +282,14 @@ pub fn render(outcome: &Outcome) -> String {
         ("torch_model_sha256", outcome.torch_model.sha256.as_str()),
         ("onnx_model_sha256", outcome.onnx_model.sha256.as_str()),
     ] {
-        let _ = writeln!(
+        writeln!(
             out,
             r#"      <property name="{}" value="{}"/>"#,
             xml(name),
             xml(value)
-        );
+        )?;
     }
-    let _ = writeln!(out, "    </properties>");
+    writeln!(out, "    </properties>")?;
     for case in &cases {
         let open = format!(
             r#"    <testcase classname="{}" name="{}" time="0""#,
@@ -276,23 +298,23 @@ pub fn render(outcome: &Outcome) -> String {
         );
         match &case.failure {
             None => {
-                let _ = writeln!(out, "{open}/>");
+                writeln!(out, "{open}/>")?;
             }
             Some((message, body)) => {
-                let _ = writeln!(out, "{open}>");
-                let _ = writeln!(
+                writeln!(out, "{open}>")?;
+                writeln!(
                     out,
                     r#"      <failure message="{}" type="tolerance">{}</failure>"#,
                     xml(message),
                     xml(body)
-                );
-                let _ = writeln!(out, "    </testcase>");
+                )?;
+                writeln!(out, "    </testcase>")?;
             }
         }
     }
-    let _ = writeln!(out, "  </testsuite>");
-    let _ = writeln!(out, "</testsuites>");
-    out
+    writeln!(out, "  </testsuite>")?;
+    writeln!(out, "</testsuites>")?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,9 +7,12 @@
 //! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
 
 use super::format::{file_name, fmt_num, module_label, severity};
+use super::{Format, Report};
 use crate::capture::tensor::format_shape;
 use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
-use std::fmt::Write;
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::io::Write;
 
 /// Rows of the worst-layers table.
 const WORST_ROWS: usize = 10;
@@ -93,37 +96,59 @@ fn verdict_cell(l: &LayerResult) -> &'static str {
     }
 }
 
+pub const FORMAT: Format = Format {
+    key: "markdown",
+    flag: "markdown",
+    help: "Write a short Markdown summary (for a pull-request comment or job summary) to PATH",
+    writer: &Markdown,
+};
+
+#[derive(Debug)]
+pub struct Markdown;
+
+impl Report for Markdown {
+    fn write(&self, outcome: &Outcome, out: &mut dyn Write) -> Result<()> {
+        verdict(outcome, out)?;
+        worst_layers(outcome, out)?;
+        outputs(outcome, out)?;
+        coverage(outcome, out)?;
+        footer(outcome, out)?;
+        Ok(())
+    }
+}
+
 /// The Markdown summary of `outcome`.
 pub fn render(outcome: &Outcome) -> String {
-    let mut out = String::new();
-    let failing = outcome.layers.iter().filter(|l| l.fails()).count();
+    let bytes = super::render_to_vec(&Markdown, outcome).expect("writing to memory cannot fail");
+    String::from_utf8(bytes).expect("the summary is UTF-8")
+}
+
+/// The heading with the verdict, the first divergence or the failed gates, and the notes
+/// on training mode.
+fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     match outcome.verdict {
         Verdict::Pass => {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "## align-check: ✅ PASS\n\n{} layers and {} output(s) within tolerance.",
                 outcome.layers.len(),
                 outcome.outputs.len()
-            );
+            )?;
         }
         Verdict::Fail => {
-            let _ = writeln!(out, "## align-check: ❌ FAIL\n");
+            writeln!(out, "## align-check: ❌ FAIL\n")?;
             match &outcome.first_divergence {
-                Some(d) => {
-                    let _ = writeln!(out, "**First divergence:** {}.", divergence_sentence(d));
-                }
-                None => {
-                    let _ = writeln!(out, "No layer diverges; the check failed on its gates.");
-                }
+                Some(d) => writeln!(out, "**First divergence:** {}.", divergence_sentence(d))?,
+                None => writeln!(out, "No layer diverges; the check failed on its gates.")?,
             }
             if outcome.failed_gates().next().is_some() {
-                let _ = writeln!(out);
+                writeln!(out)?;
                 for g in outcome.failed_gates() {
-                    let _ = writeln!(out, "- {}", text(&g.detail));
+                    writeln!(out, "- {}", text(&g.detail))?;
                 }
             }
             if outcome.divergence_origins.len() > 1 {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "\n{} independent origins (parallel branches): {}",
                     outcome.divergence_origins.len(),
@@ -133,74 +158,86 @@ pub fn render(outcome: &Outcome) -> String {
                         .map(|d| code(module_label(&d.module)))
                         .collect::<Vec<_>>()
                         .join(", ")
-                );
+                )?;
             }
         }
     }
     for line in &outcome.training_mode {
-        let _ = writeln!(
+        writeln!(
             out,
             "\n> Compared in training mode as asked (--allow-training-mode): {}",
             text(line)
-        );
+        )?;
     }
+    Ok(())
+}
 
+/// The table of the worst layers by error relative to range (NaN first), at most
+/// `WORST_ROWS`.
+fn worst_layers(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     let mut worst: Vec<&LayerResult> = outcome.layers.iter().collect();
     worst.sort_by(|a, b| {
         let key = |l: &LayerResult| severity(l.cmp.rel_to_range);
         key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index))
     });
     worst.truncate(WORST_ROWS);
-    if !worst.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n### Worst layers ({} of {}, {} failing)\n",
-            worst.len(),
-            outcome.layers.len(),
-            failing
-        );
-        let _ = writeln!(
-            out,
-            "| # | module | class | ONNX node | op | shape | max abs | error / range | verdict |"
-        );
-        let _ = writeln!(out, "|--:|---|---|---|---|---|--:|--:|---|");
-        for l in worst {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                l.index,
-                code(module_label(&l.module)),
-                text(&l.module_type),
-                code(&l.onnx_node),
-                text(&l.onnx_op),
-                format_shape(&l.cmp.shape),
-                fmt_num(l.cmp.max_abs),
-                fmt_num(l.cmp.rel_to_range),
-                verdict_cell(l)
-            );
-        }
+    if worst.is_empty() {
+        return Ok(());
     }
+    writeln!(
+        out,
+        "\n### Worst layers ({} of {}, {} failing)\n",
+        worst.len(),
+        outcome.layers.len(),
+        outcome.layers.iter().filter(|l| l.fails()).count()
+    )?;
+    writeln!(
+        out,
+        "| # | module | class | ONNX node | op | shape | max abs | error / range | verdict |"
+    )?;
+    writeln!(out, "|--:|---|---|---|---|---|--:|--:|---|")?;
+    for l in worst {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.index,
+            code(module_label(&l.module)),
+            text(&l.module_type),
+            code(&l.onnx_node),
+            text(&l.onnx_op),
+            format_shape(&l.cmp.shape),
+            fmt_num(l.cmp.max_abs),
+            fmt_num(l.cmp.rel_to_range),
+            verdict_cell(l)
+        )?;
+    }
+    Ok(())
+}
 
-    if !outcome.outputs.is_empty() {
-        let _ = writeln!(out, "\n**Outputs:** {}", {
-            outcome
-                .outputs
-                .iter()
-                .map(|o| {
-                    format!(
-                        "{} {} of range ({})",
-                        code(&o.name),
-                        fmt_num(o.cmp.rel_to_range),
-                        if o.cmp.pass { "ok" } else { "**FAIL**" }
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
+fn outputs(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
+    if outcome.outputs.is_empty() {
+        return Ok(());
     }
+    let list = outcome
+        .outputs
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} of range ({})",
+                code(&o.name),
+                fmt_num(o.cmp.rel_to_range),
+                if o.cmp.pass { "ok" } else { "**FAIL**" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    writeln!(out, "\n**Outputs:** {list}")
+}
+
+fn coverage(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     let c = &outcome.coverage;
     let open = c.unpaired.iter().filter(|u| !u.accounted).count();
-    let _ = writeln!(
+    writeln!(
         out,
         "\n**Coverage:** {}/{} TorchScript layers ({:.1}%, gate {:.1}%), {}/{} ONNX nodes ({:.1}%); \
          {} unpaired value(s) not accounted for{}.",
@@ -217,9 +254,13 @@ pub fn render(outcome: &Outcome) -> String {
         } else {
             format!("; {} value(s) could not be captured (branches not taken, ONNX subgraphs)", c.uncapturable.len())
         }
-    );
+    )
+}
+
+/// Versions, model files and run time, in small print.
+fn footer(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     let e = &outcome.environment;
-    let _ = writeln!(
+    writeln!(
         out,
         "\n<sub>align-check {} · libtorch {} · ONNX Runtime {} · {} vs {} · {:.2} s</sub>",
         text(&e.align_check),
@@ -228,8 +269,7 @@ pub fn render(outcome: &Outcome) -> String {
         code(file_name(&outcome.torch_model.path)),
         code(file_name(&outcome.onnx_model.path)),
         outcome.timing.total_s
-    );
-    out
+    )
 }
 
 #[cfg(test)]

@@ -6,11 +6,14 @@
 //! used only when stdout is a terminal and `NO_COLOR` is unset.
 
 use super::format::{fmt_num, growth, module_label, severity, snr};
+use super::Report;
 use crate::capture::tensor::format_shape;
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
+use anyhow::Result;
 use std::collections::BTreeSet;
-use std::fmt::Write;
+use std::io::{self, Write};
 
+#[derive(Debug, Clone)]
 pub struct TableOptions {
     pub all_rows: bool,
     pub worst: usize,
@@ -81,20 +84,46 @@ fn chosen_rows(outcome: &Outcome, opts: &TableOptions) -> BTreeSet<usize> {
     rows
 }
 
+/// The terminal report with its options.
+#[derive(Debug)]
+pub struct Terminal(pub TableOptions);
+
+impl Report for Terminal {
+    fn write(&self, outcome: &Outcome, out: &mut dyn Write) -> Result<()> {
+        let (opts, paint) = (&self.0, Paint(self.0.color));
+        verdict(outcome, &paint, out)?;
+        writeln!(out)?;
+        table(outcome, opts, &paint, out)?;
+        writeln!(out)?;
+        outputs(outcome, &paint, out)?;
+        notes(outcome, &paint, out)?;
+        if opts.verbose {
+            timing_and_unpaired(outcome, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// The terminal report of `outcome`, as text.
 pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
-    let paint = Paint(opts.color);
-    let mut out = String::new();
-    let failed_layers = outcome.layers.iter().filter(|l| l.fails()).count();
+    let bytes = super::render_to_vec(&Terminal(opts.clone()), outcome)
+        .expect("writing to memory cannot fail");
+    String::from_utf8(bytes).expect("the table is UTF-8")
+}
+
+/// The verdict: PASS with the counts, or FAIL with the first divergence (or the failed
+/// gates), its cause, every failed gate and the other origins.
+fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
     match outcome.verdict {
         Verdict::Pass => {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{} {} layers and {} output(s) within tolerance; coverage {:.1}% of TorchScript layers",
                 paint.green("PASS"),
                 outcome.layers.len(),
                 outcome.outputs.len(),
                 outcome.coverage.torch_ratio * 100.0
-            );
+            )?;
         }
         Verdict::Fail => {
             let first = match &outcome.first_divergence {
@@ -120,19 +149,19 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                     .collect::<Vec<_>>()
                     .join("; "),
             };
-            let _ = writeln!(out, "{} {first}", paint.red("FAIL"));
+            writeln!(out, "{} {first}", paint.red("FAIL"))?;
             if let Some(cause) = outcome
                 .first_divergence
                 .as_ref()
                 .and_then(|d| d.cause.as_ref())
             {
-                let _ = writeln!(out, "  {cause}");
+                writeln!(out, "  {cause}")?;
             }
             for gate in outcome.failed_gates() {
-                let _ = writeln!(out, "  - {}", gate.detail);
+                writeln!(out, "  - {}", gate.detail)?;
             }
             if outcome.divergence_origins.len() > 1 {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "  {} independent origins (parallel branches): {}",
                     outcome.divergence_origins.len(),
@@ -142,11 +171,21 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                         .map(|d| module_label(&d.module).to_string())
                         .collect::<Vec<_>>()
                         .join(", ")
-                );
+                )?;
             }
         }
     }
-    let _ = writeln!(out);
+    Ok(())
+}
+
+/// The layer table: the chosen rows, a line for each run of rows left out, and how many
+/// were shown.
+fn table(
+    outcome: &Outcome,
+    opts: &TableOptions,
+    paint: &Paint,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let rows = chosen_rows(outcome, opts);
     let header = format!(
         "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
@@ -162,16 +201,16 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         "SNR dB",
         "verdict"
     );
-    let _ = writeln!(out, "{}", paint.dim(&header));
+    writeln!(out, "{}", paint.dim(&header))?;
     let mut last: Option<usize> = None;
     for &i in &rows {
         if let Some(prev) = last {
             if i > prev + 1 {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "{}",
                     paint.dim(&format!("{:>4}  … {} layers", "", i - prev - 1))
-                );
+                )?;
             }
         }
         last = Some(i);
@@ -182,7 +221,7 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             LayerStatus::Inherited => paint.red("FAIL (inherited)"),
             LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
         };
-        let _ = writeln!(
+        writeln!(
             out,
             "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
             i,
@@ -196,11 +235,11 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             fmt_num(l.cmp.cosine),
             snr(l.cmp.snr_db),
             verdict
-        );
+        )?;
     }
     if let Some(prev) = last {
         if prev + 1 < outcome.layers.len() {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{}",
                 paint.dim(&format!(
@@ -208,11 +247,11 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                     "",
                     outcome.layers.len() - prev - 1
                 ))
-            );
+            )?;
         }
     }
     if rows.len() < outcome.layers.len() {
-        let _ = writeln!(
+        writeln!(
             out,
             "{}",
             paint.dim(&format!(
@@ -221,11 +260,14 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                 outcome.layers.len(),
                 opts.worst
             ))
-        );
+        )?;
     }
-    let _ = writeln!(out);
+    Ok(())
+}
+
+fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
     for o in &outcome.outputs {
-        let _ = writeln!(
+        writeln!(
             out,
             "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}",
             truncate(&o.name, 20),
@@ -237,18 +279,26 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             } else {
                 paint.red("FAIL")
             }
-        );
+        )?;
     }
+    Ok(())
+}
+
+/// One line each on what else the reader should know: inputs holding NaN/Inf or given to
+/// TorchScript only, where each side first produces NaN/Inf, samples, the baseline,
+/// coverage, training mode, unconfirmed pairs, values that could not be captured.
+fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    let failed_layers = outcome.layers.iter().filter(|l| l.fails()).count();
     for input in &outcome.inputs {
         if input.nonfinite > 0 {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "input '{}' itself holds {} NaN/Inf element(s)",
                 input.name, input.nonfinite
-            );
+            )?;
         }
         if let Some(note) = &input.torch_only {
-            let _ = writeln!(out, "input '{}': {note}", input.name);
+            writeln!(out, "input '{}': {note}", input.name)?;
         }
     }
     for (side, first) in [
@@ -256,14 +306,14 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         ("ONNX Runtime", &outcome.first_nonfinite.onnx),
     ] {
         if let Some(nf) = first {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{side} first produces NaN/Inf at layer {} ({}): {} NaN, {} Inf",
                 nf.layer_index,
                 module_label(&nf.module),
                 nf.nan,
                 nf.inf
-            );
+            )?;
         }
     }
     if outcome.samples.len() > 1 {
@@ -271,7 +321,7 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             .first_divergence
             .as_ref()
             .map(|d| outcome.layers[d.layer_index].cmp.worst_sample);
-        let _ = writeln!(
+        writeln!(
             out,
             "checked {} input samples; statistics are the worst sample's per layer{}",
             outcome.samples.len(),
@@ -281,12 +331,12 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
                     outcome.samples[w]
                 ))
                 .unwrap_or_default()
-        );
+        )?;
     }
     if let Some(b) = &outcome.baseline {
         let mut grown: Vec<_> = b.changes.iter().collect();
         grown.sort_by(|x, y| y.growth.total_cmp(&x.growth));
-        let _ = writeln!(
+        writeln!(
             out,
             "baseline {}: largest growth {} (limit {}x){}",
             b.path,
@@ -302,10 +352,10 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
             } else {
                 String::new()
             }
-        );
+        )?;
     }
     let c = &outcome.coverage;
-    let _ = writeln!(
+    writeln!(
         out,
         "coverage: {}/{} TorchScript layers ({:.1}%), {}/{} ONNX nodes ({:.1}%); {} failing layer(s)",
         c.counts.torch_layers_paired,
@@ -315,71 +365,74 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
         c.counts.onnx_nodes_total,
         c.onnx_ratio * 100.0,
         failed_layers
-    );
+    )?;
     for line in &outcome.training_mode {
-        let _ = writeln!(
+        writeln!(
             out,
             "{} compared in training mode as asked (--allow-training-mode): {line}",
             paint.yellow("note:")
-        );
+        )?;
     }
     let unconfirmed: Vec<&LayerResult> = outcome.layers.iter().filter(|l| l.unconfirmed).collect();
     if let Some(first) = unconfirmed.first() {
-        let _ = writeln!(
+        writeln!(
             out,
             "{} {} layer(s) exceed their tolerance while every paired layer computed from them agrees (a doubtful pair, not gated), first #{} {}",
             paint.yellow("unconfirmed:"),
             unconfirmed.len(),
             first.index,
             module_label(&first.module)
-        );
+        )?;
     }
     if !c.uncapturable.is_empty() {
-        let _ = writeln!(
+        writeln!(
             out,
             "{} value(s) could not be captured: not run on this input or inside an ONNX control-flow subgraph (see the JSON report's coverage.uncapturable)",
             c.uncapturable.len()
-        );
+        )?;
     }
-    if opts.verbose {
-        let t = &outcome.timing;
-        let _ = writeln!(
-            out,
-            "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, reports {:.3}s, total {:.3}s",
-            t.load_s,
-            t.torch_run_s,
-            t.onnx_run_s,
-            t.onnx_runs,
-            t.pairing_s,
-            t.statistics_s,
-            t.reports_s,
-            t.total_s
-        );
-        let m = &outcome.memory;
-        let mb = |b: u64| crate::capture::memory::show_bytes(b);
-        let _ = writeln!(
-            out,
-            "memory: peak RSS {}{}{}",
-            m.peak_rss_bytes.map_or("unknown".to_string(), mb),
-            m.budget_bytes
-                .map_or(String::new(), |b| format!(" (budget {})", mb(b))),
-            if m.spilled_bytes > 0 {
-                format!(", {} spilled to a temporary file", mb(m.spilled_bytes))
-            } else {
-                String::new()
-            }
-        );
-        for u in c.unpaired.iter().filter(|u| !u.accounted) {
-            let _ = writeln!(
-                out,
-                "unpaired {:?} {} [{}] in {}: {}",
-                u.side,
-                u.name,
-                u.op,
-                module_label(&u.module),
-                u.reason
-            );
+    Ok(())
+}
+
+/// `--verbose`: stage timings, memory, and every unpaired value nothing accounts for.
+fn timing_and_unpaired(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
+    let t = &outcome.timing;
+    writeln!(
+        out,
+        "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, reports {:.3}s, total {:.3}s",
+        t.load_s,
+        t.torch_run_s,
+        t.onnx_run_s,
+        t.onnx_runs,
+        t.pairing_s,
+        t.statistics_s,
+        t.reports_s,
+        t.total_s
+    )?;
+    let m = &outcome.memory;
+    let mb = |b: u64| crate::capture::memory::show_bytes(b);
+    writeln!(
+        out,
+        "memory: peak RSS {}{}{}",
+        m.peak_rss_bytes.map_or("unknown".to_string(), mb),
+        m.budget_bytes
+            .map_or(String::new(), |b| format!(" (budget {})", mb(b))),
+        if m.spilled_bytes > 0 {
+            format!(", {} spilled to a temporary file", mb(m.spilled_bytes))
+        } else {
+            String::new()
         }
+    )?;
+    for u in outcome.coverage.unpaired.iter().filter(|u| !u.accounted) {
+        writeln!(
+            out,
+            "unpaired {:?} {} [{}] in {}: {}",
+            u.side,
+            u.name,
+            u.op,
+            module_label(&u.module),
+            u.reason
+        )?;
     }
-    out
+    Ok(())
 }

@@ -8,8 +8,11 @@
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::capture::tensor::format_shape;
-use crate::outcome::{Comparison, Divergence, LayerResult, Outcome, ToleranceInfo, Verdict};
-use crate::report::format::{bytes, file_name, fmt_num, module_label, snr};
+use crate::outcome::{
+    Comparison, CoverageReport, Divergence, Environment, LayerResult, Outcome, Timing,
+    ToleranceInfo, Verdict,
+};
+use crate::report::format::{band_of, bytes, file_name, fmt_num, module_label, snr, BANDS};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -205,40 +208,14 @@ pub const ROW_LIMIT: usize = 500;
 /// the first divergence comes first, and the rest are in the table.
 pub const MAX_DETAILS: usize = 16;
 
-/// Upper bounds of the colour classes `c0`..`c6`; anything above (and NaN) is `c7`.
-const COLOUR_BOUNDS: [(f64, &str, &str); 7] = [
-    (1e-7, "c0", "< 1e-7"),
-    (1e-6, "c1", "< 1e-6"),
-    (1e-5, "c2", "< 1e-5"),
-    (1e-4, "c3", "< 1e-4"),
-    (1e-3, "c4", "< 1e-3"),
-    (1e-2, "c5", "< 1e-2"),
-    (1e-1, "c6", "< 1e-1"),
-];
-
-/// Colour class of an error relative to range: one class per decade, green to red.
-pub fn colour_class(rel: f64) -> &'static str {
-    COLOUR_BOUNDS
-        .iter()
-        .find(|(bound, _, _)| rel < *bound)
-        .map_or("c7", |(_, class, _)| class)
-}
-
 fn legend() -> Vec<LegendEntry> {
-    let mut v: Vec<LegendEntry> = COLOUR_BOUNDS
+    BANDS
         .iter()
-        .map(|&(_, colour, label)| LegendEntry { colour, label })
-        .collect();
-    v.push(LegendEntry {
-        colour: "c7",
-        label: "≥ 1e-1",
-    });
-    v
-}
-
-/// `ok`, `origin`, `inherited` or `unconfirmed` (see [`LayerStatus`]).
-pub fn status_of(layer: &LayerResult) -> &'static str {
-    layer.status().as_str()
+        .map(|b| LegendEntry {
+            colour: b.class,
+            label: b.label,
+        })
+        .collect()
 }
 
 /// A number as the table sorts it: `parseFloat` reads every one of these, NaN sorts as the
@@ -319,8 +296,8 @@ fn row(l: &LayerResult) -> Row {
         snr_key: sort_key(c.snr_db),
         mismatch: format!("{:.2}%", c.mismatch_ratio * 100.0),
         mismatch_key: sort_key(c.mismatch_ratio),
-        colour: colour_class(c.rel_to_range),
-        status: status_of(l),
+        colour: band_of(c.rel_to_range).class,
+        status: l.status().as_str(),
     }
 }
 
@@ -407,7 +384,7 @@ fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
             torch_op: l.torch_op.clone(),
             shape: format_shape(&l.cmp.shape),
             source: l.source.clone(),
-            status: status_of(l),
+            status: l.status().as_str(),
             facts: detail_facts(&l.cmp),
             charts: svgs,
         });
@@ -415,6 +392,7 @@ fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
     Ok(out)
 }
 
+/// The page of `outcome`: each part below derives one group of the page's fields.
 pub fn page(outcome: &Outcome) -> Result<Page> {
     let c = &outcome.coverage;
     let first = outcome
@@ -422,14 +400,111 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         .as_ref()
         .map(|d| (d.layer_index, module_label(&d.module)));
     let (network_chart, network_bucket) = charts::error_along_network(&outcome.layers, first)?;
-    let ops: BTreeSet<String> = outcome
-        .layers
+    let (tolerances, other_tolerances) = tolerances(outcome);
+    Ok(Page {
+        title: format!(
+            "align-check: {} vs {}",
+            file_name(&outcome.torch_model.path),
+            file_name(&outcome.onnx_model.path)
+        ),
+        verdict: match outcome.verdict {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+        },
+        summary: summary(outcome),
+        divergence: outcome.first_divergence.as_ref().map(divergence_view),
+        other_origins: outcome
+            .divergence_origins
+            .iter()
+            .skip(1)
+            .map(divergence_view)
+            .collect(),
+        gate_failures: outcome.failed_gates().map(|g| g.detail.clone()).collect(),
+        training_mode: outcome.training_mode.clone(),
+        models: models(outcome),
+        inputs: inputs(outcome),
+        samples: if outcome.samples.len() > 1 {
+            outcome.samples.clone()
+        } else {
+            Vec::new()
+        },
+        tolerances,
+        other_tolerances,
+        versions: versions(&outcome.environment),
+        timing: timing(&outcome.timing),
+        outputs: outputs(outcome),
+        network_chart,
+        network_bucket,
+        details: details(outcome)?,
+        details_left_out: outcome.details.len().saturating_sub(MAX_DETAILS),
+        tree: module_tree(outcome),
+        legend: legend(),
+        rows: outcome.layers.iter().map(row).collect(),
+        row_limit: ROW_LIMIT,
+        show_dtype: show_dtype(outcome),
+        ops: ops(outcome),
+        unpaired: unpaired(c),
+        unpaired_open: c.unpaired.iter().filter(|u| !u.accounted).count(),
+        uncapturable: uncapturable(c),
+    })
+}
+
+/// The verdict box's counts and coverage.
+fn summary(outcome: &Outcome) -> Summary {
+    let c = &outcome.coverage;
+    Summary {
+        layers: outcome.layers.len(),
+        failing: outcome.layers.iter().filter(|l| !l.cmp.pass).count(),
+        outputs: outcome.outputs.len(),
+        failing_outputs: outcome.outputs.iter().filter(|o| !o.cmp.pass).count(),
+        torch_coverage: format!(
+            "{}/{} ({:.1}%)",
+            c.counts.torch_layers_paired,
+            c.counts.torch_layers_total,
+            c.torch_ratio * 100.0
+        ),
+        onnx_coverage: format!(
+            "{}/{} ({:.1}%)",
+            c.counts.onnx_nodes_paired,
+            c.counts.onnx_nodes_total,
+            c.onnx_ratio * 100.0
+        ),
+        min_coverage: format!("{:.1}%", c.min_coverage * 100.0),
+    }
+}
+
+fn models(outcome: &Outcome) -> Vec<FileView> {
+    [
+        ("TorchScript (reference)", &outcome.torch_model),
+        ("ONNX", &outcome.onnx_model),
+    ]
+    .into_iter()
+    .map(|(role, f)| FileView {
+        role,
+        path: f.path.clone(),
+        size: bytes(f.size_bytes),
+        sha256: f.sha256.clone(),
+    })
+    .collect()
+}
+
+fn inputs(outcome: &Outcome) -> Vec<InputView> {
+    outcome
+        .inputs
         .iter()
-        .flat_map(|l| [l.onnx_op.clone(), l.torch_op.clone()])
-        .filter(|op| !op.is_empty())
-        .collect();
-    // The policy lists a default per dtype; ten rows of int defaults would bury the one that
-    // matters, so only the dtypes present (and every override) are shown up front.
+        .map(|i| InputView {
+            name: i.name.clone(),
+            shape: format_shape(&i.shape),
+            dtype: i.dtype.clone(),
+            source: i.source.clone(),
+        })
+        .collect()
+}
+
+/// The tolerances shown up front, and those folded away. The policy lists a default per
+/// dtype; ten rows of int defaults would bury the one that matters, so only the dtypes
+/// present (and every override) are shown up front.
+fn tolerances(outcome: &Outcome) -> (Vec<ToleranceView>, Vec<ToleranceView>) {
     let dtypes: BTreeSet<&str> = outcome
         .layers
         .iter()
@@ -443,157 +518,109 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
                 .strip_prefix("default ")
                 .is_none_or(|dtype| dtypes.contains(dtype))
         });
-    let t = &outcome.timing;
-    let e = &outcome.environment;
-    Ok(Page {
-        title: format!(
-            "align-check: {} vs {}",
-            file_name(&outcome.torch_model.path),
-            file_name(&outcome.onnx_model.path)
-        ),
-        verdict: match outcome.verdict {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
+    (
+        relevant.into_iter().map(tolerance_view).collect(),
+        other.into_iter().map(tolerance_view).collect(),
+    )
+}
+
+fn versions(e: &Environment) -> Vec<Fact> {
+    vec![
+        Fact {
+            label: "align-check",
+            value: e.align_check.clone(),
         },
-        summary: Summary {
-            layers: outcome.layers.len(),
-            failing: outcome.layers.iter().filter(|l| !l.cmp.pass).count(),
-            outputs: outcome.outputs.len(),
-            failing_outputs: outcome.outputs.iter().filter(|o| !o.cmp.pass).count(),
-            torch_coverage: format!(
-                "{}/{} ({:.1}%)",
-                c.counts.torch_layers_paired,
-                c.counts.torch_layers_total,
-                c.torch_ratio * 100.0
-            ),
-            onnx_coverage: format!(
-                "{}/{} ({:.1}%)",
-                c.counts.onnx_nodes_paired,
-                c.counts.onnx_nodes_total,
-                c.onnx_ratio * 100.0
-            ),
-            min_coverage: format!("{:.1}%", c.min_coverage * 100.0),
+        Fact {
+            label: "libtorch",
+            value: e.libtorch.clone(),
         },
-        divergence: outcome.first_divergence.as_ref().map(divergence_view),
-        other_origins: outcome
-            .divergence_origins
-            .iter()
-            .skip(1)
-            .map(divergence_view)
-            .collect(),
-        gate_failures: outcome.failed_gates().map(|g| g.detail.clone()).collect(),
-        training_mode: outcome.training_mode.clone(),
-        models: [
-            ("TorchScript (reference)", &outcome.torch_model),
-            ("ONNX", &outcome.onnx_model),
-        ]
-        .into_iter()
-        .map(|(role, f)| FileView {
-            role,
-            path: f.path.clone(),
-            size: bytes(f.size_bytes),
-            sha256: f.sha256.clone(),
-        })
-        .collect(),
-        inputs: outcome
-            .inputs
-            .iter()
-            .map(|i| InputView {
-                name: i.name.clone(),
-                shape: format_shape(&i.shape),
-                dtype: i.dtype.clone(),
-                source: i.source.clone(),
-            })
-            .collect(),
-        samples: if outcome.samples.len() > 1 {
-            outcome.samples.clone()
-        } else {
-            Vec::new()
+        Fact {
+            label: "ONNX Runtime",
+            value: e.onnxruntime.clone(),
         },
-        tolerances: relevant.into_iter().map(tolerance_view).collect(),
-        other_tolerances: other.into_iter().map(tolerance_view).collect(),
-        versions: vec![
-            Fact {
-                label: "align-check",
-                value: e.align_check.clone(),
-            },
-            Fact {
-                label: "libtorch",
-                value: e.libtorch.clone(),
-            },
-            Fact {
-                label: "ONNX Runtime",
-                value: e.onnxruntime.clone(),
-            },
-            Fact {
-                label: "threads",
-                // Resolved by the configuration: 0 ("all cores") is never recorded.
-                value: e.threads.to_string(),
-            },
-        ],
-        timing: [
-            ("total", t.total_s),
-            ("loading", t.load_s),
-            ("TorchScript run", t.torch_run_s),
-            ("ONNX Runtime run", t.onnx_run_s),
-            ("pairing", t.pairing_s),
-            ("statistics", t.statistics_s),
-        ]
-        .into_iter()
-        .map(|(label, s)| Fact {
-            label,
-            value: seconds(s),
-        })
-        .collect(),
-        outputs: outcome
-            .outputs
-            .iter()
-            .map(|o| OutputView {
-                name: o.name.clone(),
-                shape: format_shape(&o.cmp.shape),
-                max_abs: fmt_num(o.cmp.max_abs),
-                rel: fmt_num(o.cmp.rel_to_range),
-                cosine: fmt_num(o.cmp.cosine),
-                pass: o.cmp.pass,
-            })
-            .collect(),
-        network_chart,
-        network_bucket,
-        details: details(outcome)?,
-        details_left_out: outcome.details.len().saturating_sub(MAX_DETAILS),
-        tree: module_tree(outcome),
-        legend: legend(),
-        rows: outcome.layers.iter().map(row).collect(),
-        row_limit: ROW_LIMIT,
-        show_dtype: outcome
-            .layers
-            .iter()
-            .any(|l| l.cmp.dtype != l.cmp.onnx_dtype || l.cmp.dtype != outcome.layers[0].cmp.dtype),
-        ops: ops.into_iter().collect(),
-        unpaired: c
-            .unpaired
-            .iter()
-            .map(|u| UnpairedView {
-                side: u.side.label(),
-                name: u.name.clone(),
-                op: u.op.clone(),
-                module: module_label(&u.module).to_string(),
-                reason: u.reason.clone(),
-                accounted: u.accounted,
-            })
-            .collect(),
-        unpaired_open: c.unpaired.iter().filter(|u| !u.accounted).count(),
-        uncapturable: c
-            .uncapturable
-            .iter()
-            .map(|u| UncapturableView {
-                name: u.name.clone(),
-                op: u.op.clone(),
-                module: module_label(&u.module).to_string(),
-                reason: u.reason.clone(),
-            })
-            .collect(),
+        Fact {
+            label: "threads",
+            // Resolved by the configuration: 0 ("all cores") is never recorded.
+            value: e.threads.to_string(),
+        },
+    ]
+}
+
+fn timing(t: &Timing) -> Vec<Fact> {
+    [
+        ("total", t.total_s),
+        ("loading", t.load_s),
+        ("TorchScript run", t.torch_run_s),
+        ("ONNX Runtime run", t.onnx_run_s),
+        ("pairing", t.pairing_s),
+        ("statistics", t.statistics_s),
+    ]
+    .into_iter()
+    .map(|(label, s)| Fact {
+        label,
+        value: seconds(s),
     })
+    .collect()
+}
+
+fn outputs(outcome: &Outcome) -> Vec<OutputView> {
+    outcome
+        .outputs
+        .iter()
+        .map(|o| OutputView {
+            name: o.name.clone(),
+            shape: format_shape(&o.cmp.shape),
+            max_abs: fmt_num(o.cmp.max_abs),
+            rel: fmt_num(o.cmp.rel_to_range),
+            cosine: fmt_num(o.cmp.cosine),
+            pass: o.cmp.pass,
+        })
+        .collect()
+}
+
+/// Whether the layer table needs a dtype column: more than one dtype, or the sides differ.
+fn show_dtype(outcome: &Outcome) -> bool {
+    outcome
+        .layers
+        .iter()
+        .any(|l| l.cmp.dtype != l.cmp.onnx_dtype || l.cmp.dtype != outcome.layers[0].cmp.dtype)
+}
+
+/// Distinct ops of both sides, for the table's op filter.
+fn ops(outcome: &Outcome) -> Vec<String> {
+    let ops: BTreeSet<String> = outcome
+        .layers
+        .iter()
+        .flat_map(|l| [l.onnx_op.clone(), l.torch_op.clone()])
+        .filter(|op| !op.is_empty())
+        .collect();
+    ops.into_iter().collect()
+}
+
+fn unpaired(c: &CoverageReport) -> Vec<UnpairedView> {
+    c.unpaired
+        .iter()
+        .map(|u| UnpairedView {
+            side: u.side.label(),
+            name: u.name.clone(),
+            op: u.op.clone(),
+            module: module_label(&u.module).to_string(),
+            reason: u.reason.clone(),
+            accounted: u.accounted,
+        })
+        .collect()
+}
+
+fn uncapturable(c: &CoverageReport) -> Vec<UncapturableView> {
+    c.uncapturable
+        .iter()
+        .map(|u| UncapturableView {
+            name: u.name.clone(),
+            op: u.op.clone(),
+            module: module_label(&u.module).to_string(),
+            reason: u.reason.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -601,17 +628,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn colour_classes_are_decades() {
-        assert_eq!(colour_class(0.0), "c0");
-        assert_eq!(colour_class(5e-7), "c1");
-        assert_eq!(colour_class(0.0139), "c6");
-        assert_eq!(colour_class(f64::INFINITY), "c7");
-        assert_eq!(colour_class(f64::NAN), "c7");
-    }
-
-    #[test]
     fn sort_keys_parse_as_numbers() {
         assert_eq!(sort_key(f64::NAN), "1e999");
         assert_eq!(sort_key(0.5), "5e-1");
+    }
+
+    #[test]
+    fn legend_lists_every_band() {
+        let legend = legend();
+        assert_eq!(legend.len(), BANDS.len());
+        assert_eq!(legend[7].colour, "c7");
+        assert_eq!(legend[7].label, "≥ 1e-1");
     }
 }

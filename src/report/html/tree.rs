@@ -8,9 +8,8 @@
 //! which open and close without any script. Modules on the way to a divergence origin start
 //! open.
 
-use super::context::{colour_class, status_of};
 use crate::outcome::{LayerResult, Outcome};
-use crate::report::format::{fmt_num, severity};
+use crate::report::format::{band_of, fmt_num, severity};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -33,7 +32,7 @@ pub struct TreeNode {
     first: usize,
     /// Largest error relative to range among those layers, formatted.
     pub worst: String,
-    /// Colour class of `worst` (see `context::colour_class`).
+    /// Colour class of `worst` (see `format::BANDS`).
     pub colour: &'static str,
     pub open: bool,
     /// Child modules and the module's own layers, in execution order.
@@ -174,8 +173,8 @@ fn leaf(layer: &LayerResult) -> Leaf {
             layer.onnx_op.clone()
         },
         rel: fmt_num(layer.cmp.rel_to_range),
-        colour: colour_class(layer.cmp.rel_to_range),
-        status: status_of(layer),
+        colour: band_of(layer.cmp.rel_to_range).class,
+        status: layer.status().as_str(),
     }
 }
 
@@ -197,7 +196,7 @@ fn finish(slots: &mut [Option<Building>], id: usize) -> TreeNode {
         layers: b.layers,
         failing: b.failing,
         worst: fmt_num(b.worst),
-        colour: colour_class(b.worst),
+        colour: band_of(b.worst).class,
         open: b.open,
     }
 }
