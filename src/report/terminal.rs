@@ -214,28 +214,7 @@ fn table(
             }
         }
         last = Some(i);
-        let l = &outcome.layers[i];
-        let verdict = match l.status() {
-            LayerStatus::Ok => paint.green("ok"),
-            LayerStatus::Origin => paint.red("FAIL"),
-            LayerStatus::Inherited => paint.red("FAIL (inherited)"),
-            LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
-        };
-        writeln!(
-            out,
-            "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
-            i,
-            truncate(module_label(&l.module), 28),
-            truncate(&l.module_type, 14),
-            truncate(&l.onnx_node, 30),
-            truncate(&l.onnx_op, 12),
-            truncate(&format_shape(&l.cmp.shape), 14),
-            fmt_num(l.cmp.max_abs),
-            fmt_num(l.cmp.rel_to_range),
-            fmt_num(l.cmp.cosine),
-            snr(l.cmp.snr_db),
-            verdict
-        )?;
+        layer_row(i, &outcome.layers[i], paint, out)?;
     }
     if let Some(prev) = last {
         if prev + 1 < outcome.layers.len() {
@@ -265,6 +244,30 @@ fn table(
     Ok(())
 }
 
+fn layer_row(i: usize, l: &LayerResult, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    let verdict = match l.status() {
+        LayerStatus::Ok => paint.green("ok"),
+        LayerStatus::Origin => paint.red("FAIL"),
+        LayerStatus::Inherited => paint.red("FAIL (inherited)"),
+        LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
+    };
+    writeln!(
+        out,
+        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
+        i,
+        truncate(module_label(&l.module), 28),
+        truncate(&l.module_type, 14),
+        truncate(&l.onnx_node, 30),
+        truncate(&l.onnx_op, 12),
+        truncate(&format_shape(&l.cmp.shape), 14),
+        fmt_num(l.cmp.max_abs),
+        fmt_num(l.cmp.rel_to_range),
+        fmt_num(l.cmp.cosine),
+        snr(l.cmp.snr_db),
+        verdict
+    )
+}
+
 fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
     for o in &outcome.outputs {
         writeln!(
@@ -284,11 +287,16 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
-/// One line each on what else the reader should know: inputs holding NaN/Inf or given to
-/// TorchScript only, where each side first produces NaN/Inf, samples, the baseline,
-/// coverage, training mode, unconfirmed pairs, values that could not be captured.
+/// One line each on what else the reader should know.
 fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
-    let failed_layers = outcome.layers.iter().filter(|l| l.fails()).count();
+    input_notes(outcome, out)?;
+    run_notes(outcome, out)?;
+    coverage_notes(outcome, paint, out)
+}
+
+/// Inputs holding NaN/Inf or given to TorchScript only, and where each side first produces
+/// NaN/Inf.
+fn input_notes(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
     for input in &outcome.inputs {
         if input.nonfinite > 0 {
             writeln!(
@@ -316,6 +324,11 @@ fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()
             )?;
         }
     }
+    Ok(())
+}
+
+/// How many samples were checked, and the growth against the baseline.
+fn run_notes(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
     if outcome.samples.len() > 1 {
         let worst = outcome
             .first_divergence
@@ -354,6 +367,13 @@ fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()
             }
         )?;
     }
+    Ok(())
+}
+
+/// Coverage and failing layers, training mode, unconfirmed pairs, values that could not be
+/// captured.
+fn coverage_notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    let failed_layers = outcome.layers.iter().filter(|l| l.fails()).count();
     let c = &outcome.coverage;
     writeln!(
         out,
