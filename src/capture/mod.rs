@@ -10,11 +10,14 @@
 //! the data itself; values that exist but cannot be captured (inside an `if` or loop body of a
 //! scripted model) are listed with a reason instead of being dropped silently.
 
+pub mod location;
 pub mod memory;
 pub mod runner;
 pub mod sniff;
 pub mod store;
 pub mod tensor;
+
+pub use location::display_location;
 
 use crate::capture::store::Stored;
 use crate::capture::tensor::{DType, HostTensor};
@@ -44,20 +47,6 @@ impl Side {
             Side::Torch => "TorchScript",
             Side::Onnx => "ONNX Runtime",
         }
-    }
-}
-
-/// A source location (`/repo/model.py:42`) as reports show it: relative to the working
-/// directory when the file is under it (`model.py:42`), so that reports made in a checkout
-/// do not carry the machine's paths; as given otherwise.
-pub fn display_location(location: &str) -> String {
-    let Ok(cwd) = std::env::current_dir() else {
-        return location.to_string();
-    };
-    let prefix = format!("{}/", cwd.display());
-    match location.strip_prefix(&prefix) {
-        Some(relative) if !relative.is_empty() => relative.to_string(),
-        _ => location.to_string(),
     }
 }
 
