@@ -1,5 +1,6 @@
 //! The whole check on real fixtures, judged from the JSON report the way a CI job reads it:
-//! clean fixtures pass, every planted fault fails with the right first divergence, and
+//! clean fixtures pass, every planted fault fails with the right first divergence (a layer
+//! that fails in isolation too: `introduced`), and
 //! pairing covers at least 95% of TorchScript layers with both exporters.
 
 mod common;
@@ -25,6 +26,8 @@ fn clean_fixtures_pass_with_high_coverage() {
             failures.push(format!("{name}: coverage {ratio:.3} < 0.95"));
         }
         assert!(report["first_divergence"].is_null());
+        // A clean pass costs nothing extra: no isolation run.
+        assert!(report["isolation"].is_null(), "{name}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -52,6 +55,8 @@ fn every_planted_fault_fails_at_the_expected_layer() {
                 "{name}: first divergence layer passes"
             );
             assert_eq!(layer["module"], first["module"]);
+            // Its own segment, fed PyTorch's values, fails too: it makes the error.
+            assert_eq!(layer["origin"], "introduced", "{name}");
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

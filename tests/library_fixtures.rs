@@ -101,6 +101,13 @@ fn every_planted_library_fault_fails_at_the_module_that_carries_it() {
             || fault["expected_onnx_ops_any"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|v| v.as_str() == Some(got_op)));
+        let index = first["layer_index"].as_u64().unwrap_or(u64::MAX) as usize;
+        let origin = &report["layers"][index]["origin"];
+        if origin != "introduced" {
+            failures.push(format!(
+                "{name}: first divergence {module} has origin {origin}, not introduced"
+            ));
+        }
         if !same_place {
             failures.push(format!(
                 "{name}: first divergence at ONNX {got_node} ({got_op}), planted {planted_node} ({planted_op})"

@@ -65,6 +65,8 @@ fn a_float16_overflow_is_the_first_divergence_and_says_so() {
     assert_eq!(code, 1, "{stdout}");
     let first = &report["first_divergence"];
     assert_eq!(first["module"], "fc2", "{first}");
+    let index = first["layer_index"].as_u64().unwrap() as usize;
+    assert_eq!(report["layers"][index]["origin"], "introduced");
     let cause = first["cause"].as_str().unwrap_or_default();
     assert!(
         cause.starts_with("float16 overflow at fc2: max |reference| ") && cause.contains("65504"),

@@ -4,6 +4,7 @@
 //! goes to the report sinks and decides the exit code. A mismatch is a value in the outcome,
 //! never an error: errors are reserved for "could not do the job" (exit 2).
 
+use crate::app::isolation;
 use crate::app::progress::Progress;
 use crate::capture::memory::{self, MemoryPlan};
 use crate::capture::runner::Runner;
@@ -22,8 +23,8 @@ use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::verdict;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, FirstNonFinite, MemoryReport, Outcome, Timing,
-    ToleranceInfo, Verdict, SCHEMA_VERSION,
+    CoverageReport, Environment, FileInfo, FirstNonFinite, IsolationReport, MemoryReport, Outcome,
+    Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
@@ -238,10 +239,13 @@ impl Accumulator {
         Ok(())
     }
 
+    /// Judges the folded samples into the outcome. `group_bytes` is the memory plan's size
+    /// of one ONNX Runtime run's values, which an isolation run keeps to as well.
     pub fn finish(
         mut self,
         cfg: &CheckConfig,
-        started: Instant,
+        (started, progress): (Instant, &Progress),
+        group_bytes: Option<u64>,
         files: (FileInfo, FileInfo),
     ) -> Result<Outcome> {
         let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) = (
@@ -252,7 +256,17 @@ impl Accumulator {
             anyhow::bail!("no input sample was checked");
         };
         let t = Instant::now();
-        let eval = judge(&torch, &onnx, &pairing, aggregate.finish());
+        let mut eval = judge(&torch, &onnx, &pairing, aggregate.finish());
+        self.timing.statistics_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        if isolation::reason(cfg.isolate, &eval).is_some() {
+            progress.stage("isolating layers: ONNX Runtime fed PyTorch's values");
+        }
+        let isolation = isolation::judge_origins(cfg, group_bytes, &torch, &onnx, &mut eval);
+        if isolation.is_some() {
+            self.timing.isolation_s = t.elapsed().as_secs_f64();
+        }
+        let t = Instant::now();
         let details = details(&eval.layers, &torch, &onnx)?;
         self.timing.statistics_s += t.elapsed().as_secs_f64();
         let mut uncapturable = torch.uncapturable.clone();
@@ -268,7 +282,7 @@ impl Accumulator {
         assemble(
             cfg,
             pairing,
-            eval,
+            (eval, isolation),
             details,
             uncapturable,
             self.first_inputs,
@@ -302,7 +316,7 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let files = hashing
         .join()
         .map_err(|_| anyhow::anyhow!("internal error while hashing the model files"))??;
-    let mut outcome = acc.finish(cfg, started, files)?;
+    let mut outcome = acc.finish(cfg, (started, progress), models.memory.group_bytes, files)?;
     outcome.training_mode = models.training_mode;
     Ok(outcome)
 }
@@ -311,7 +325,7 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
 fn assemble(
     cfg: &CheckConfig,
     pairing: Pairing,
-    eval: Evaluation,
+    (eval, isolation): (Evaluation, Option<IsolationReport>),
     details: Vec<LayerDetail>,
     uncapturable: Vec<Uncapturable>,
     inputs: Vec<ResolvedInput>,
@@ -328,6 +342,8 @@ fn assemble(
         gates: Vec::new(),
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
+        accumulated_drift: crate::compare::isolation::drift(&eval.layers, &eval.outputs),
+        isolation,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
         training_mode: Vec::new(),
         torch_model,

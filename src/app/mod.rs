@@ -1,11 +1,13 @@
 //! The commands, built from the stages: `check` (both models, every layer compared, one
 //! `Outcome`, its reports and exit code) and `inspect` (what one file is and what it offers),
-//! with what they share: the two runtimes behind the one runner shape (`runners`), runtime
+//! the isolation run that says where a failing layer's error is made (`isolation`), and
+//! what they share: the two runtimes behind the one runner shape (`runners`), runtime
 //! setup (`runtimes`), progress on stderr (`progress`), and what is said about the files
 //! before any comparison (`training_mode`, `model_identity`).
 
 pub mod check;
 pub mod inspect;
+pub mod isolation;
 pub mod model_identity;
 pub mod progress;
 pub mod runners;

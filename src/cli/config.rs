@@ -74,6 +74,8 @@ pub struct CheckConfig {
     pub exit_zero: bool,
     /// Compare models traced or exported in training mode instead of refusing them.
     pub allow_training_mode: bool,
+    /// Measure isolated errors even when every layer and output passes (`--isolate`).
+    pub isolate: bool,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -223,6 +225,7 @@ impl CheckConfig {
             exit_zero: args.exit_zero || file.gate.exit_zero.unwrap_or(false),
             allow_training_mode: args.allow_training_mode
                 || file.gate.allow_training_mode.unwrap_or(false),
+            isolate: args.isolate || file.diagnosis.isolate.unwrap_or(false),
             reports,
             all_rows: args.all,
             worst: args.worst,

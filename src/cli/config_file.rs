@@ -27,6 +27,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub gate: GateSection,
     #[serde(default)]
+    pub diagnosis: DiagnosisSection,
+    #[serde(default)]
     pub reports: ReportsSection,
     #[serde(default)]
     pub runtime: RuntimeSection,
@@ -73,6 +75,14 @@ pub struct GateSection {
     pub max_growth: Option<f64>,
     pub exit_zero: Option<bool>,
     pub allow_training_mode: Option<bool>,
+}
+
+/// `[diagnosis]`: the analyses beyond the comparison itself.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiagnosisSection {
+    /// `--isolate`.
+    pub isolate: Option<bool>,
 }
 
 /// `[reports]`: a path per format, keyed by the format's key in `report::FORMATS` (`json`,

@@ -135,6 +135,13 @@ pub struct CheckArgs {
     #[arg(long, help_heading = "Gate")]
     pub allow_training_mode: bool,
 
+    /// Also measure each layer's error in isolation (its ONNX segment fed PyTorch's values)
+    /// on a clean run. It runs anyway when a layer or output fails: a failing layer that
+    /// passes in isolation only carries error from upstream, and the first divergence is the
+    /// first layer that fails on its own
+    #[arg(long, help_heading = "Diagnosis")]
+    pub isolate: bool,
+
     /// One `--FORMAT PATH` flag per file format of `report::FORMATS`.
     #[command(flatten)]
     pub reports: ReportArgs,

@@ -11,7 +11,7 @@ use crate::capture::tensor::HostTensor;
 use crate::capture::{Capture, CapturedValue};
 use crate::compare::details::{layer_detail, LayerDetail};
 use crate::compare::precision;
-use crate::compare::stats::compare;
+use crate::compare::stats::{compare, ErrorStats};
 use crate::compare::tolerance::TolerancePolicy;
 use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
@@ -26,20 +26,9 @@ fn comparison(
     precision: DType,
     policy: &TolerancePolicy,
 ) -> Result<Comparison> {
-    let tol = policy.for_layer(t.module_path(), &o.node, precision);
-    // Under a memory budget these are read back from the spill file, one pair at a time.
-    let (reference, test) = (t.data()?, o.data()?);
-    let reference: &HostTensor = &reference;
-    // Pairing accepts shapes that differ only by unit dims ([1, 8] against [8]); the
-    // elements are then the same in the same order, so compare them in the reference's shape.
-    let reshaped;
-    let test: &HostTensor = if test.shape != reference.shape && test.numel() == reference.numel() {
-        reshaped = HostTensor::new(reference.shape.clone(), test.data.clone());
-        &reshaped
-    } else {
-        &test
-    };
-    let stats = compare(reference, test, tol)
+    // Under a memory budget this is read back from the spill file, one pair at a time.
+    let test = o.data()?;
+    let stats = judged_stats(t, &o.node, &test, precision, policy)
         .map_err(|e| anyhow!("comparing {} with {}: {e}", t.name, o.name))?;
     Ok(Comparison {
         shape: t.shape.clone(),
@@ -51,6 +40,31 @@ fn comparison(
         p95_rel_to_range: stats.rel_to_range,
         stats,
     })
+}
+
+/// The statistics of `test` (computed by ONNX node `onnx_node`) against the TorchScript
+/// value `t`, judged by the tolerance of `precision` for that layer. Both the accumulated and
+/// the isolated error of a layer are this.
+pub fn judged_stats(
+    t: &CapturedValue,
+    onnx_node: &str,
+    test: &HostTensor,
+    precision: DType,
+    policy: &TolerancePolicy,
+) -> Result<ErrorStats> {
+    let tol = policy.for_layer(t.module_path(), onnx_node, precision);
+    let reference = t.data()?;
+    let reference: &HostTensor = &reference;
+    // Pairing accepts shapes that differ only by unit dims ([1, 8] against [8]); the
+    // elements are then the same in the same order, so compare them in the reference's shape.
+    let reshaped;
+    let test: &HostTensor = if test.shape != reference.shape && test.numel() == reference.numel() {
+        reshaped = HostTensor::new(reference.shape.clone(), test.data.clone());
+        &reshaped
+    } else {
+        test
+    };
+    compare(reference, test, tol).map_err(|e| anyhow!("{e}"))
 }
 
 /// The comparisons of every pair on one input sample.
@@ -219,15 +233,13 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
             upstream_failed: tainted[p.torch],
             unconfirmed: unconfirmed[index],
             cmp,
+            isolated: None,
+            origin: None,
             torch_id: p.torch,
             onnx_id: p.onnx,
         });
     }
-    let origins = layers
-        .iter()
-        .filter(|l| l.fails() && !l.upstream_failed)
-        .map(divergence_of)
-        .collect();
+    let origins = origins_of(&layers);
     let outputs = pairing
         .outputs
         .iter()
@@ -314,7 +326,7 @@ pub fn details(
 /// error relative to range, failing or not, up to `DETAILED_LAYERS` in all.
 fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
     let mut chosen: Vec<(usize, &'static str)> = Vec::new();
-    let origins = layers.iter().filter(|l| l.fails() && !l.upstream_failed);
+    let origins = layers.iter().filter(|l| l.is_origin());
     for (n, l) in origins.enumerate() {
         chosen.push((
             l.index,
@@ -336,6 +348,15 @@ fn select_details(layers: &[LayerResult]) -> Vec<(usize, &'static str)> {
         }
     }
     chosen
+}
+
+/// Every layer where an error starts, in execution order.
+pub fn origins_of(layers: &[LayerResult]) -> Vec<Divergence> {
+    layers
+        .iter()
+        .filter(|l| l.is_origin())
+        .map(divergence_of)
+        .collect()
 }
 
 pub fn divergence_of(l: &LayerResult) -> Divergence {
@@ -369,7 +390,7 @@ fn overflow(l: &LayerResult) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The guard against doubtful pairs, on hand-built captures: a failure that nothing
     //! computed from it repeats is unconfirmed and not an origin; a real fault, even one
     //! whose effect fades before the outputs, is confirmed by the layer after it.
@@ -432,6 +453,15 @@ mod tests {
             build(Side::Onnx, onnx),
             pairing,
         )
+    }
+
+    /// A passing layer at `index`, for tests of what is judged from layer results.
+    pub(crate) fn layer_result(index: usize) -> LayerResult {
+        let mut l = judged([&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]])
+            .layers
+            .remove(0);
+        l.index = index;
+        l
     }
 
     fn judged(onnx: [&[f32]; 3]) -> Evaluation {

@@ -521,14 +521,14 @@ fn match_inputs<'a>(
 /// through, or the result of an aliasing kernel such as Reshape on a graph input, points
 /// into the caller's input buffer. The inputs therefore live exactly as long as the outputs
 /// (fields drop in declaration order: outputs first).
-struct RunOutputs {
+pub(crate) struct RunOutputs {
     values: HashMap<String, DynValue>,
     _inputs: Vec<DynValue>,
 }
 
 impl RunOutputs {
     /// Takes an output out, so that it is freed as soon as the caller has converted it.
-    fn remove(&mut self, name: &str) -> Option<DynValue> {
+    pub(crate) fn remove(&mut self, name: &str) -> Option<DynValue> {
         self.values.remove(name)
     }
 }
@@ -540,15 +540,29 @@ fn run(
     specs: &[InputSpec],
     feed: &[&HostTensor],
 ) -> Result<RunOutputs> {
+    let named: Vec<(&str, &HostTensor)> = specs
+        .iter()
+        .zip(feed)
+        .map(|(spec, &t)| (spec.name.as_str(), t))
+        .collect();
+    run_named(session, path, &named)
+}
+
+/// One run of `session` on the named inputs in `feed`.
+pub(crate) fn run_named(
+    session: &mut Session,
+    path: &Path,
+    feed: &[(&str, &HostTensor)],
+) -> Result<RunOutputs> {
     let shown = path.display();
     let mut inputs: Vec<DynValue> = Vec::with_capacity(feed.len());
-    for (spec, t) in specs.iter().zip(feed) {
-        inputs.push(to_ort(t).map_err(|e| anyhow!("input `{}` of {shown}: {e}", spec.name))?);
+    for (name, t) in feed {
+        inputs.push(to_ort(t).map_err(|e| anyhow!("input `{name}` of {shown}: {e}"))?);
     }
-    let named: Vec<(&str, SessionInputValue<'_>)> = specs
+    let named: Vec<(&str, SessionInputValue<'_>)> = feed
         .iter()
         .zip(&inputs)
-        .map(|(spec, v)| (spec.name.as_str(), SessionInputValue::from(v)))
+        .map(|((name, _), v)| (*name, SessionInputValue::from(v)))
         .collect();
     // ort panics (rather than erroring) if ONNX Runtime ever hands back a null output; a
     // panic is never an answer, so it becomes an error like any other run failure.

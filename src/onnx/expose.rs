@@ -198,7 +198,9 @@ pub fn topological_order(graph: &proto::GraphProto) -> Result<Vec<usize>> {
 }
 
 /// The subgraph attributes of a node (`then_branch`, `else_branch`, `body`, ...).
-fn subgraphs(node: &proto::NodeProto) -> impl Iterator<Item = (&str, &proto::GraphProto)> {
+pub(crate) fn subgraphs(
+    node: &proto::NodeProto,
+) -> impl Iterator<Item = (&str, &proto::GraphProto)> {
     node.attribute.iter().flat_map(|a| {
         a.g.iter()
             .chain(a.graphs.iter())
@@ -207,7 +209,7 @@ fn subgraphs(node: &proto::NodeProto) -> impl Iterator<Item = (&str, &proto::Gra
 }
 
 /// Every input name used by nodes of `graph` and its nested subgraphs.
-fn collect_used_names<'a>(graph: &'a proto::GraphProto, names: &mut Vec<&'a str>) {
+pub(crate) fn collect_used_names<'a>(graph: &'a proto::GraphProto, names: &mut Vec<&'a str>) {
     for node in &graph.node {
         names.extend(node.input.iter().map(String::as_str));
         for (_, sub) in subgraphs(node) {

@@ -2,7 +2,7 @@
 //! intermediate value as a graph output, run it through ONNX Runtime and turn the results into
 //! a [`Capture`](crate::capture::Capture).
 //!
-//! Each submodule has one job. `model`, `signature`, `scope`, `expose` and `training` work on the protobuf
+//! Each submodule has one job. `model`, `signature`, `scope`, `expose`, `segment` and `training` work on the protobuf
 //! alone and never touch ONNX Runtime, so they are unit-tested without the shared library;
 //! `runtime`, `convert` and `capture` are the only places that use `ort`.
 
@@ -12,6 +12,7 @@ pub mod expose;
 pub mod model;
 pub mod runtime;
 pub mod scope;
+pub mod segment;
 pub mod signature;
 pub mod training;
 pub mod weights;

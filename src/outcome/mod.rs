@@ -130,10 +130,50 @@ pub struct LayerResult {
     pub unconfirmed: bool,
     #[serde(flatten)]
     pub cmp: Comparison,
+    /// The error this layer's own ONNX segment adds when fed PyTorch's values (see
+    /// `compare::isolation`); `None` when isolation did not run or could not isolate it.
+    pub isolated: Option<Isolated>,
+    /// Whether a failing layer introduces its error or receives it from upstream, judged from
+    /// `isolated`; `None` where `isolated` is.
+    pub origin: Option<Origin>,
     #[serde(skip)]
     pub torch_id: usize,
     #[serde(skip)]
     pub onnx_id: usize,
+}
+
+/// A layer's error in isolation: ONNX Runtime's value when the layer's segment reads
+/// PyTorch's values for every paired value it consumes, against PyTorch's own.
+#[derive(Debug, Clone, Serialize)]
+pub struct Isolated {
+    #[serde(serialize_with = "finite_or_null")]
+    pub max_abs: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub rel_to_range: f64,
+    /// Within the same tolerance the layer is judged by.
+    pub pass: bool,
+}
+
+/// Where a layer's error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Fails, and fails in isolation too: this layer's own computation differs.
+    Introduced,
+    /// Fails, but passes in isolation: the error comes from upstream.
+    Accumulated,
+    /// Within tolerance.
+    Pass,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Introduced => "introduced",
+            Origin::Accumulated => "accumulated",
+            Origin::Pass => "pass",
+        }
+    }
 }
 
 /// How a layer stands, the one mapping every report uses.
@@ -144,6 +184,8 @@ pub enum LayerStatus {
     Origin,
     /// Fails below a failing layer: the error may be inherited.
     Inherited,
+    /// Fails, but passes in isolation: its error comes from upstream (isolation ran).
+    Accumulated,
     /// Beyond tolerance, but every paired layer computed from it agrees: a doubtful pair.
     Unconfirmed,
 }
@@ -154,6 +196,7 @@ impl LayerStatus {
             LayerStatus::Ok => "ok",
             LayerStatus::Origin => "origin",
             LayerStatus::Inherited => "inherited",
+            LayerStatus::Accumulated => "accumulated",
             LayerStatus::Unconfirmed => "unconfirmed",
         }
     }
@@ -165,16 +208,26 @@ impl LayerResult {
         !self.cmp.pass && !self.unconfirmed
     }
 
+    /// Isolation, where it ran, decides between origin and accumulated; without it a failing
+    /// layer with a failing layer upstream may be inheriting its error.
     pub fn status(&self) -> LayerStatus {
         if self.cmp.pass {
             LayerStatus::Ok
         } else if self.unconfirmed {
             LayerStatus::Unconfirmed
-        } else if self.upstream_failed {
-            LayerStatus::Inherited
         } else {
-            LayerStatus::Origin
+            match self.origin {
+                Some(Origin::Introduced) => LayerStatus::Origin,
+                Some(Origin::Accumulated) => LayerStatus::Accumulated,
+                _ if self.upstream_failed => LayerStatus::Inherited,
+                _ => LayerStatus::Origin,
+            }
         }
+    }
+
+    /// Where an error starts: the first divergence and its peers.
+    pub fn is_origin(&self) -> bool {
+        self.status() == LayerStatus::Origin
     }
 }
 
@@ -273,6 +326,36 @@ pub struct ToleranceInfo {
     pub rtol: f64,
 }
 
+/// How isolation went.
+#[derive(Debug, Clone, Serialize)]
+pub struct IsolationReport {
+    /// Why it ran: `--isolate`, or a failing layer or output.
+    pub reason: String,
+    /// Paired ONNX values replaced by PyTorch's (confirmed pairs whose type can be fed).
+    pub fed_values: usize,
+    /// Layers with an isolated error.
+    pub isolated_layers: usize,
+    /// ONNX Runtime runs it took (more than one under a memory budget).
+    pub runs: usize,
+    /// Why isolation could not run, when it could not; the origins are then judged
+    /// without it, as before isolation existed.
+    pub error: Option<String>,
+}
+
+/// Accumulated drift: the layers adding the most error in isolation, largest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    pub contributors: Vec<DriftContributor>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftContributor {
+    pub layer_index: usize,
+    pub module: String,
+    #[serde(serialize_with = "finite_or_null")]
+    pub isolated_rel_to_range: f64,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timing {
     pub load_s: f64,
@@ -282,6 +365,8 @@ pub struct Timing {
     pub onnx_runs: usize,
     pub pairing_s: f64,
     pub statistics_s: f64,
+    /// The isolation run and its comparisons (0 when it did not run).
+    pub isolation_s: f64,
     /// Rendering and writing the HTML, Markdown and JUnit reports (the JSON report cannot
     /// time itself; it is written last).
     pub reports_s: f64,
@@ -311,8 +396,16 @@ pub struct Outcome {
     /// `gate_failures` follow from these alone (`add_gate`).
     pub gates: Vec<Gate>,
     pub first_divergence: Option<Divergence>,
-    /// Every failing layer whose upstream layers all pass (parallel branches can have several).
+    /// Every failing layer that introduces its error: with isolation, each that fails in
+    /// isolation; without, each whose upstream layers all pass (parallel branches can have
+    /// several).
     pub divergence_origins: Vec<Divergence>,
+    /// Present when isolation ran (a layer or output failed, or `--isolate`): what it fed
+    /// and whether it could run.
+    pub isolation: Option<IsolationReport>,
+    /// Present when layers or outputs fail but no layer fails in isolation: many small
+    /// contributions added up, none beyond tolerance on its own.
+    pub accumulated_drift: Option<Drift>,
     /// Where NaN or Inf first appear on each side, if anywhere.
     pub first_nonfinite: FirstNonFinite,
     /// What runs in training mode in either model, one line per side; only ever non-empty

@@ -6,19 +6,19 @@
 //! cannot disagree on why it failed.
 
 use crate::outcome::baseline::BaselineReport;
-use crate::outcome::{Gate, GateName, LayerResult, Outcome};
-use crate::report::format::{growth, module_label};
+use crate::outcome::{Drift, Gate, GateName, LayerResult, Outcome};
+use crate::report::format::{fmt_num, growth, module_label};
 
 /// The gates every run has, judged on its layers, outputs and coverage.
 pub fn gates(outcome: &Outcome) -> Vec<Gate> {
     vec![
-        layers_gate(&outcome.layers),
+        layers_gate(&outcome.layers, outcome.accumulated_drift.as_ref()),
         outputs_gate(outcome),
         coverage_gate(outcome),
     ]
 }
 
-fn layers_gate(layers: &[LayerResult]) -> Gate {
+fn layers_gate(layers: &[LayerResult], drift: Option<&Drift>) -> Gate {
     let failing = layers.iter().filter(|l| l.fails()).count();
     let detail = if failing > 0 {
         let mut sentence = format!(
@@ -30,6 +30,8 @@ fn layers_gate(layers: &[LayerResult]) -> Gate {
                 ", from the very first one on: the weights differ from the start; were both \
                  files exported from the same checkpoint?",
             );
+        } else if let Some(drift) = drift {
+            sentence.push_str(&drift_sentence(drift));
         }
         sentence
     } else {
@@ -50,6 +52,31 @@ fn layers_gate(layers: &[LayerResult]) -> Gate {
         passed: failing == 0,
         detail,
     }
+}
+
+/// What an accumulated-drift verdict adds to the failing gate's line.
+pub fn drift_sentence(drift: &Drift) -> String {
+    let named: Vec<String> = drift
+        .contributors
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({})",
+                module_label(&c.module),
+                fmt_num(c.isolated_rel_to_range)
+            )
+        })
+        .collect();
+    let mut sentence =
+        "; none fails in isolation: accumulated drift, many small differences adding up"
+            .to_string();
+    if !named.is_empty() {
+        sentence.push_str(&format!(
+            " (largest isolated error, of range: {})",
+            named.join(", ")
+        ));
+    }
+    sentence
 }
 
 /// The signature of two files from different checkpoints: the first compared layer is
@@ -78,7 +105,14 @@ fn outputs_gate(outcome: &Outcome) -> Gate {
         detail: if failing.is_empty() {
             format!("{} output(s) within their tolerance", outcome.outputs.len())
         } else {
-            format!("output(s) {} exceed their tolerance", failing.join(", "))
+            let mut sentence = format!("output(s) {} exceed their tolerance", failing.join(", "));
+            // Said once: on the layers' gate when layers fail too.
+            if outcome.layers.iter().all(|l| !l.fails()) {
+                if let Some(drift) = &outcome.accumulated_drift {
+                    sentence.push_str(&drift_sentence(drift));
+                }
+            }
+            sentence
         },
     }
 }

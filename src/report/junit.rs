@@ -12,7 +12,7 @@
 use super::format::{fmt_num, module_label};
 use super::{Format, Report};
 use crate::capture::tensor::format_shape;
-use crate::outcome::{Gate, GateName, LayerResult, Outcome};
+use crate::outcome::{Gate, GateName, LayerResult, LayerStatus, Outcome};
 use anyhow::Result;
 use std::io::Write;
 
@@ -62,7 +62,11 @@ fn describe(l: &LayerResult) -> String {
         fmt_num(l.cmp.tol.atol),
         fmt_num(l.cmp.tol.rtol),
         l.cmp.mismatch_ratio * 100.0,
-        if l.upstream_failed { ", inherited from upstream" } else { ", divergence origin" },
+        match l.status() {
+            LayerStatus::Inherited => ", inherited from upstream",
+            LayerStatus::Accumulated => ", accumulated from upstream (passes in isolation)",
+            _ => ", divergence origin",
+        },
         l.source.as_ref().map(|s| format!(", source {s}")).unwrap_or_default()
     )
 }
@@ -96,7 +100,7 @@ fn layer_cases(outcome: &Outcome) -> Vec<Case> {
                             "{} (error {} of range{})",
                             module_label(&l.module),
                             fmt_num(l.cmp.rel_to_range),
-                            if l.upstream_failed { ", inherited" } else { "" }
+                            if l.is_origin() { "" } else { ", inherited" }
                         )
                     })
                     .collect();

@@ -92,6 +92,7 @@ fn verdict_cell(l: &LayerResult) -> &'static str {
         LayerStatus::Ok => "ok",
         LayerStatus::Origin => "**FAIL**",
         LayerStatus::Inherited => "FAIL (inherited)",
+        LayerStatus::Accumulated => "FAIL (accumulated)",
         LayerStatus::Unconfirmed => "unconfirmed",
     }
 }

@@ -125,7 +125,7 @@ fn rank(layer: &LayerResult) -> (u8, f64) {
     let status = match layer.status() {
         LayerStatus::Ok => 0,
         LayerStatus::Unconfirmed => 1,
-        LayerStatus::Inherited => 2,
+        LayerStatus::Inherited | LayerStatus::Accumulated => 2,
         LayerStatus::Origin => 3,
     };
     (status, severity(layer.cmp.rel_to_range))
@@ -142,7 +142,7 @@ fn result(layer: &LayerResult) -> NodeResult {
         },
         bg_color: match status {
             LayerStatus::Origin => Some(ORIGIN_COLOUR),
-            LayerStatus::Inherited => Some(INHERITED_COLOUR),
+            LayerStatus::Inherited | LayerStatus::Accumulated => Some(INHERITED_COLOUR),
             LayerStatus::Ok | LayerStatus::Unconfirmed => None,
         },
         max_abs: layer.cmp.max_abs,

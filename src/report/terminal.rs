@@ -249,6 +249,7 @@ fn layer_row(i: usize, l: &LayerResult, paint: &Paint, out: &mut dyn Write) -> i
         LayerStatus::Ok => paint.green("ok"),
         LayerStatus::Origin => paint.red("FAIL"),
         LayerStatus::Inherited => paint.red("FAIL (inherited)"),
+        LayerStatus::Accumulated => paint.red("FAIL (accumulated)"),
         LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
     };
     writeln!(

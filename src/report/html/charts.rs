@@ -9,7 +9,7 @@
 
 use crate::compare::details::LayerDetail;
 use crate::compare::stats::Histogram as ErrorHistogram;
-use crate::outcome::{Comparison, LayerResult};
+use crate::outcome::{Comparison, LayerResult, LayerStatus};
 use crate::report::format::severity;
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
@@ -111,7 +111,11 @@ fn network_points(layers: &[LayerResult]) -> (Vec<NetworkPoint>, usize) {
                     .filter_map(|l| tolerance_rel_to_range(&l.cmp))
                     .min_by(f64::total_cmp),
                 fails,
-                inherited: fails && chunk.iter().all(|l| l.cmp.pass || l.upstream_failed),
+                inherited: fails
+                    && chunk.iter().all(|l| {
+                        l.cmp.pass
+                            || matches!(l.status(), LayerStatus::Inherited | LayerStatus::Accumulated)
+                    }),
             }
         })
         .collect();

@@ -1,0 +1,236 @@
+//! The isolation run: ONNX Runtime computes every paired layer again, each from PyTorch's
+//! values of what it reads, and each result is compared with PyTorch's value of the layer.
+//!
+//! It runs when a layer or an output fails (or always with `--isolate`): a clean pass costs
+//! nothing. The ONNX file is read again (the capture session took over its weights), cut at
+//! every fed value (`onnx::segment`) and run once, or once per group of layers under a memory
+//! budget, each group's model holding only the nodes and weights its layers need. Isolation
+//! explains a failure; it never causes one. If it cannot run, the check goes on with the
+//! origins judged as before and the report says why.
+
+use crate::capture::tensor::{DType, HostTensor};
+use crate::capture::{Capture, CapturedValue, ValueRole};
+use crate::cli::config::CheckConfig;
+use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
+use crate::compare::isolation::{self, FedValue, Plan};
+use crate::onnx::capture::run_named;
+use crate::onnx::convert::from_ort;
+use crate::onnx::segment::{self, Cut};
+use crate::onnx::signature::onnx_from_dtype;
+use crate::onnx::{runtime, OnnxModel};
+use crate::outcome::{Isolated, IsolationReport, LayerResult};
+use anyhow::{anyhow, Result};
+use prost::Message;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Why isolation runs on this evaluation, or `None` when it does not.
+pub fn reason(always: bool, eval: &Evaluation) -> Option<String> {
+    if always {
+        return Some("--isolate".to_string());
+    }
+    let failing_layers = eval.layers.iter().filter(|l| l.fails()).count();
+    let failing_outputs = eval.outputs.iter().filter(|o| !o.cmp.pass).count();
+    (failing_layers + failing_outputs > 0).then(|| {
+        format!("{failing_layers} layer(s) and {failing_outputs} output(s) exceed their tolerance")
+    })
+}
+
+/// Runs isolation when `reason` says so and records each layer's isolated error and origin
+/// in `eval`, whose divergence origins are then judged from them.
+pub fn judge_origins(
+    cfg: &CheckConfig,
+    group_bytes: Option<u64>,
+    torch: &Capture,
+    onnx: &Capture,
+    eval: &mut Evaluation,
+) -> Option<IsolationReport> {
+    let reason = reason(cfg.isolate, eval)?;
+    let plan = isolation::plan(torch, onnx, &eval.layers);
+    let mut report = IsolationReport {
+        reason,
+        fed_values: plan.fed.len(),
+        isolated_layers: 0,
+        runs: 0,
+        error: None,
+    };
+    match isolate(cfg, group_bytes, &plan, torch, onnx, &eval.layers) {
+        Ok((isolated, runs)) => {
+            report.isolated_layers = isolated.iter().flatten().count();
+            report.runs = runs;
+            isolation::apply(&mut eval.layers, isolated);
+            eval.origins = origins_of(&eval.layers);
+        }
+        Err(e) => report.error = Some(format!("{e:#}")),
+    }
+    Some(report)
+}
+
+/// Every layer's isolated error (`None` where its value could not be computed or compared)
+/// and the number of ONNX Runtime runs it took.
+fn isolate(
+    cfg: &CheckConfig,
+    group_bytes: Option<u64>,
+    plan: &Plan,
+    torch: &Capture,
+    onnx: &Capture,
+    layers: &[LayerResult],
+) -> Result<(Vec<Option<Isolated>>, usize)> {
+    let model = crate::onnx::model::load(&cfg.onnx_path)?;
+    let cuts: Vec<Cut> = plan
+        .fed
+        .iter()
+        .map(|f| Cut {
+            name: f.onnx_name.clone(),
+            elem_type: onnx_from_dtype(f.dtype),
+            shape: f.shape.clone(),
+        })
+        .collect();
+    let fed: HashMap<&str, &FedValue> =
+        plan.fed.iter().map(|f| (f.onnx_name.as_str(), f)).collect();
+    let inputs: HashMap<&str, &CapturedValue> = onnx
+        .values
+        .iter()
+        .filter(|v| matches!(v.role, ValueRole::Input(_)))
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    let mut layers_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, l) in layers.iter().enumerate() {
+        layers_of
+            .entry(onnx.values[l.onnx_id].name.as_str())
+            .or_default()
+            .push(i);
+    }
+    let size_of = |name: &String| {
+        onnx.values.iter().find(|v| &v.name == name).map_or(0, |v| {
+            v.shape.iter().product::<usize>() as u64 * v.dtype.size_bytes() as u64
+        })
+    };
+    let groups = groups(&plan.fetch, size_of, group_bytes);
+    let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
+    for group in &groups {
+        let seg = segment::cut(&model.proto, &cuts, group)?;
+        let bytes = seg.model.encode_to_vec();
+        let seg_model = OnnxModel {
+            path: model.path.clone(),
+            proto: seg.model,
+            external_data_dir: model.external_data_dir.clone(),
+        };
+        let mut session = runtime::session(
+            &seg_model,
+            &bytes,
+            cfg.runtime.threads,
+            cfg.runtime.ort_custom_ops.as_deref(),
+        )?;
+        drop(bytes);
+        let feed = seg
+            .inputs
+            .iter()
+            .map(|name| {
+                let tensor = match (fed.get(name.as_str()), inputs.get(name.as_str())) {
+                    (Some(f), _) => fed_tensor(&torch.values[f.torch_id], f)?,
+                    (None, Some(v)) => v.data()?,
+                    (None, None) => {
+                        return Err(anyhow!("it reads `{name}`, which neither side captured"))
+                    }
+                };
+                Ok((name.as_str(), tensor))
+            })
+            .collect::<Result<Vec<(&str, Cow<HostTensor>)>>>()?;
+        let named: Vec<(&str, &HostTensor)> = feed.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+        let mut results = run_named(&mut session, &model.path, &named)?;
+        drop(feed);
+        for (asked, fetched) in group.iter().zip(&seg.outputs) {
+            // A value ONNX Runtime does not hand back as a tensor stays without an isolated
+            // error, as it stayed without an accumulated one.
+            let Some(test) = results.remove(fetched).and_then(|v| from_ort(&v).ok()) else {
+                continue;
+            };
+            for &i in layers_of.get(asked.as_str()).into_iter().flatten() {
+                isolated[i] = judged(&layers[i], torch, &test, cfg);
+            }
+        }
+    }
+    Ok((isolated, groups.len()))
+}
+
+/// One layer's isolated error: `test` (ONNX Runtime's value from fed inputs) against its
+/// TorchScript value, in the precision and tolerance the layer is judged by.
+fn judged(
+    l: &LayerResult,
+    torch: &Capture,
+    test: &HostTensor,
+    cfg: &CheckConfig,
+) -> Option<Isolated> {
+    let t = &torch.values[l.torch_id];
+    let precision = DType::from_name(&l.cmp.precision).unwrap_or(t.dtype);
+    let stats = judged_stats(t, &l.onnx_node, test, precision, &cfg.policy).ok()?;
+    Some(Isolated {
+        max_abs: stats.max_abs,
+        rel_to_range: stats.rel_to_range,
+        pass: stats.pass,
+    })
+}
+
+/// PyTorch's value as the ONNX value it replaces: in its element type and shape.
+fn fed_tensor<'a>(t: &'a CapturedValue, f: &FedValue) -> Result<Cow<'a, HostTensor>> {
+    let data = t.data()?;
+    let cast = if data.dtype() == f.dtype {
+        data
+    } else {
+        Cow::Owned(data.cast_float(f.dtype).ok_or_else(|| {
+            anyhow!(
+                "cannot feed {} value `{}` as {}",
+                data.dtype(),
+                t.name,
+                f.dtype
+            )
+        })?)
+    };
+    Ok(if cast.shape == f.shape {
+        cast
+    } else {
+        Cow::Owned(HostTensor::new(f.shape.clone(), cast.into_owned().data))
+    })
+}
+
+/// The fetch list in groups of at most `budget` bytes of fetched values (a value larger than
+/// the budget goes alone); one group without a budget. Each group's fed values are about as
+/// large again, which the budget's halving for groups allows for.
+fn groups(
+    fetch: &[String],
+    size_of: impl Fn(&String) -> u64,
+    budget: Option<u64>,
+) -> Vec<Vec<String>> {
+    let Some(budget) = budget else {
+        return vec![fetch.to_vec()];
+    };
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut used = 0u64;
+    for name in fetch {
+        let size = size_of(name);
+        match groups.last_mut() {
+            Some(group) if used + size <= budget => group.push(name.clone()),
+            _ => {
+                groups.push(vec![name.clone()]);
+                used = 0;
+            }
+        }
+        used += size;
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_fill_up_to_the_budget_and_a_large_value_goes_alone() {
+        let names: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let size = |n: &String| if n == "c" { 100 } else { 4 };
+        let g = groups(&names, size, Some(10));
+        assert_eq!(g, [vec!["a", "b"], vec!["c"], vec!["d"]]);
+        assert_eq!(groups(&names, size, None).len(), 1);
+    }
+}

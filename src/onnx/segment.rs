@@ -1,0 +1,321 @@
+//! Cutting an ONNX graph at chosen values: the model that computes some values of the graph
+//! when other values (the cuts) are given from outside instead of computed.
+//!
+//! This is what isolating a layer means: each cut value becomes a graph input of the same
+//! name, so every node that read it now reads what the caller feeds (PyTorch's value), while
+//! the node that produced it still runs, its output renamed with [`ISOLATED`] so that the
+//! caller can fetch what ONNX Runtime computes from fed inputs. Only the nodes needed for the
+//! fetched values are kept, walking back to the nearest cut or graph input, and only the
+//! weights those nodes read go in: the same function gives the one extra model of an isolation
+//! run (every layer fetched at once) and the smallest model that reproduces one layer (a
+//! repro bundle). Pure protobuf, no ONNX Runtime: tested on hand-built graphs.
+
+use super::expose::{collect_used_names, subgraphs};
+use super::proto;
+use anyhow::{bail, Result};
+use std::collections::{HashMap, HashSet};
+
+/// Appended to the name of a cut value's own node output: the value computed from fed inputs.
+pub const ISOLATED: &str = "::isolated";
+
+/// A value given from outside: its name in the graph and the type it is fed with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    pub name: String,
+    /// ONNX element type (`TensorProto.DataType`).
+    pub elem_type: i32,
+    /// The concrete shape it is fed with (this run's, not the graph's symbolic one).
+    pub shape: Vec<usize>,
+}
+
+/// A cut model and how to call it.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub model: proto::ModelProto,
+    /// The graph inputs it reads, in order: the original graph inputs it needs, then the
+    /// cuts it needs (a cut no kept node reads is not an input).
+    pub inputs: Vec<String>,
+    /// For each fetched value, in the order asked, the graph output that carries it.
+    pub outputs: Vec<String>,
+}
+
+/// The name under which a fetched value comes back from the segment.
+pub fn fetched_name(name: &str, cuts: &HashSet<&str>) -> String {
+    if cuts.contains(name) {
+        format!("{name}{ISOLATED}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The part of `model` that computes `fetch` (node outputs of the main graph) with every
+/// value of `cuts` fed from outside. Errors when a fetched value is not a node output of the
+/// main graph.
+pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<Segment> {
+    let Some(graph) = model.graph.as_ref() else {
+        bail!("the ONNX model has no graph");
+    };
+    let cut_names: HashSet<&str> = cuts.iter().map(|c| c.name.as_str()).collect();
+    // Renamed node outputs -> producing node.
+    let mut producer: HashMap<String, usize> = HashMap::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            producer.entry(fetched_name(out, &cut_names)).or_insert(i);
+        }
+    }
+    let outputs: Vec<String> = fetch.iter().map(|f| fetched_name(f, &cut_names)).collect();
+    for (asked, name) in fetch.iter().zip(&outputs) {
+        if !producer.contains_key(name) {
+            bail!(
+                "`{}` is not computed by a node of the main graph",
+                asked.escape_debug()
+            );
+        }
+    }
+
+    // Walk back from the fetched values to cuts, graph inputs and weights.
+    let mut keep = vec![false; graph.node.len()];
+    let mut read: HashSet<String> = HashSet::new();
+    let mut pending: Vec<String> = outputs.clone();
+    while let Some(name) = pending.pop() {
+        let Some(&i) = producer.get(&name) else {
+            read.insert(name);
+            continue;
+        };
+        if std::mem::replace(&mut keep[i], true) {
+            continue;
+        }
+        let node = &graph.node[i];
+        let mut used: Vec<&str> = node.input.iter().map(String::as_str).collect();
+        for (_, sub) in subgraphs(node) {
+            collect_used_names(sub, &mut used);
+        }
+        pending.extend(
+            used.into_iter()
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+        );
+    }
+
+    let nodes: Vec<proto::NodeProto> = graph
+        .node
+        .iter()
+        .zip(&keep)
+        .filter(|(_, &k)| k)
+        .map(|(node, _)| {
+            let mut node = node.clone();
+            for out in node.output.iter_mut().filter(|o| !o.is_empty()) {
+                *out = fetched_name(out, &cut_names);
+            }
+            node
+        })
+        .collect();
+    let mut input = Vec::new();
+    let mut inputs = Vec::new();
+    for vi in graph.input.iter().filter(|vi| read.contains(vi.name())) {
+        input.push(vi.clone());
+        inputs.push(vi.name().to_string());
+    }
+    for c in cuts.iter().filter(|c| read.contains(&c.name)) {
+        input.push(typed_value(c));
+        inputs.push(c.name.clone());
+    }
+    let mut seen_outputs = HashSet::new();
+    let output = outputs
+        .iter()
+        .filter(|n| seen_outputs.insert(n.as_str()))
+        .map(|n| proto::ValueInfoProto {
+            name: Some(n.clone()),
+            ..Default::default()
+        })
+        .collect();
+    let initializer = graph
+        .initializer
+        .iter()
+        .filter(|t| read.contains(t.name()))
+        .cloned()
+        .collect();
+    let sparse_initializer = graph
+        .sparse_initializer
+        .iter()
+        .filter(|s| s.values.as_ref().is_some_and(|v| read.contains(v.name())))
+        .cloned()
+        .collect();
+    // Type records of values the segment still computes or reads, cuts excepted: their
+    // record is now the typed input.
+    let value_info = graph
+        .value_info
+        .iter()
+        .filter(|vi| !cut_names.contains(vi.name()))
+        .filter(|vi| read.contains(vi.name()) || producer.contains_key(vi.name()))
+        .cloned()
+        .collect();
+    let segment_graph = proto::GraphProto {
+        node: nodes,
+        name: graph.name.clone(),
+        initializer,
+        sparse_initializer,
+        input,
+        output,
+        value_info,
+        ..Default::default()
+    };
+    let model = proto::ModelProto {
+        ir_version: model.ir_version,
+        opset_import: model.opset_import.clone(),
+        producer_name: Some("align-check".to_string()),
+        producer_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        domain: model.domain.clone(),
+        model_version: model.model_version,
+        graph: Some(segment_graph),
+        functions: model.functions.clone(),
+        ..Default::default()
+    };
+    Ok(Segment {
+        model,
+        inputs,
+        outputs,
+    })
+}
+
+/// A graph input of the cut value's element type and concrete shape.
+fn typed_value(c: &Cut) -> proto::ValueInfoProto {
+    use proto::tensor_shape_proto::{dimension::Value, Dimension};
+    let dim = c
+        .shape
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(Value::DimValue(d as i64)),
+            ..Default::default()
+        })
+        .collect();
+    proto::ValueInfoProto {
+        name: Some(c.name.clone()),
+        r#type: Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(
+                proto::type_proto::Tensor {
+                    elem_type: Some(c.elem_type),
+                    shape: Some(proto::TensorShapeProto { dim }),
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
+        proto::NodeProto {
+            op_type: Some(op.to_string()),
+            name: Some(format!("/{op}_{}", outputs[0])),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn weight(name: &str) -> proto::TensorProto {
+        proto::TensorProto {
+            name: Some(name.to_string()),
+            dims: vec![1],
+            data_type: Some(1),
+            float_data: vec![2.0],
+            ..Default::default()
+        }
+    }
+
+    /// x -> Mul(w1) -> a -> Relu -> b -> Mul(w2) -> c -> Add(a) -> d
+    fn chain() -> proto::ModelProto {
+        let input = proto::ValueInfoProto {
+            name: Some("x".to_string()),
+            ..Default::default()
+        };
+        proto::ModelProto {
+            ir_version: Some(8),
+            graph: Some(proto::GraphProto {
+                node: vec![
+                    node("Mul", &["x", "w1"], &["a"]),
+                    node("Relu", &["a"], &["b"]),
+                    node("Mul", &["b", "w2"], &["c"]),
+                    node("Add", &["c", "a"], &["d"]),
+                ],
+                initializer: vec![weight("w1"), weight("w2")],
+                input: vec![input],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn cut_of(name: &str) -> Cut {
+        Cut {
+            name: name.to_string(),
+            elem_type: 1,
+            shape: vec![1, 4],
+        }
+    }
+
+    fn names(v: &[proto::ValueInfoProto]) -> Vec<&str> {
+        v.iter().map(|i| i.name()).collect()
+    }
+
+    #[test]
+    fn consumers_of_a_cut_read_the_fed_value_and_its_producer_still_runs() {
+        let cuts = [cut_of("a"), cut_of("b"), cut_of("c")];
+        let s = cut(&chain(), &cuts, &["a".into(), "c".into(), "d".into()]).unwrap();
+        let g = s.model.graph.as_ref().unwrap();
+        assert_eq!(s.outputs, ["a::isolated", "c::isolated", "d"]);
+        // Mul reads x; the second Mul reads the fed b; Add reads the fed c and a; Relu is
+        // not needed (b is fed).
+        let ops: Vec<(&str, Vec<&str>)> = g
+            .node
+            .iter()
+            .map(|n| {
+                (
+                    n.output[0].as_str(),
+                    n.input.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("a::isolated", vec!["x", "w1"]),
+                ("c::isolated", vec!["b", "w2"]),
+                ("d", vec!["c", "a"]),
+            ]
+        );
+        assert_eq!(s.inputs, ["x", "a", "b", "c"]);
+        assert_eq!(names(&g.input), ["x", "a", "b", "c"]);
+        let fed = &g.input[1];
+        let Some(proto::type_proto::Value::TensorType(t)) =
+            fed.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            panic!("a cut input carries its type")
+        };
+        assert_eq!(t.elem_type(), 1);
+        assert_eq!(t.shape.as_ref().unwrap().dim.len(), 2);
+    }
+
+    #[test]
+    fn only_the_weights_and_inputs_of_kept_nodes_go_in() {
+        let s = cut(&chain(), &[cut_of("b")], &["c".into()]).unwrap();
+        let g = s.model.graph.as_ref().unwrap();
+        assert_eq!(g.node.len(), 1);
+        assert_eq!(s.inputs, ["b"]);
+        let weights: Vec<&str> = g.initializer.iter().map(|t| t.name()).collect();
+        assert_eq!(weights, ["w2"]);
+        assert_eq!(names(&g.output), ["c"]);
+    }
+
+    #[test]
+    fn asking_for_a_value_no_node_computes_is_an_error() {
+        let err = cut(&chain(), &[], &["x".into()]).unwrap_err();
+        assert!(err.to_string().contains("not computed by a node"), "{err}");
+        assert!(cut(&chain(), &[], &["nope".into()]).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! Isolated error: each failing layer is `introduced` (its own ONNX segment, fed PyTorch's
+//! values, fails) or `accumulated` (it passes in isolation), and the first divergence is the
+//! first layer that fails on its own. Fixtures: tests/fixtures/drift
+//! (scripts/make_drift_fixtures.py), a deep MLP whose every block is off by 1.5e-5 (within
+//! tolerance alone, beyond it after about six blocks), with and without a real fault at
+//! blocks.12.fc; and resnet_tiny_legacy for the clean path.
+
+mod common;
+
+use common::{binary, fixture};
+use serde_json::Value;
+use std::path::Path;
+
+fn check(dir: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let status = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("-q")
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .status()
+        .unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (status.code().unwrap_or(-1), report)
+}
+
+fn drift(name: &str) -> std::path::PathBuf {
+    fixture("drift").join(name)
+}
+
+fn expected(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(drift(name).join("expected.json")).unwrap())
+        .unwrap()
+}
+
+fn layers(report: &Value) -> &Vec<Value> {
+    report["layers"].as_array().unwrap()
+}
+
+#[test]
+fn drift_then_a_fault_names_the_fault_not_where_the_drift_first_shows() {
+    let (code, report) = check(&drift("drift_and_fault"), &[]);
+    assert_eq!(code, 1);
+    let fault = expected("drift_and_fault")["fault_module"].clone();
+    let layers = layers(&report);
+    // The accumulated error first crosses the tolerance well before the fault...
+    let first_failing = layers.iter().find(|l| l["pass"] == false).unwrap();
+    let first_failing_index = first_failing["index"].as_u64().unwrap();
+    let fault_layer = layers.iter().find(|l| l["module"] == fault).unwrap();
+    assert!(first_failing_index < fault_layer["index"].as_u64().unwrap());
+    assert_eq!(first_failing["origin"], "accumulated");
+    assert_eq!(first_failing["isolated"]["pass"], true);
+    // ...and isolation names the fault.
+    assert_eq!(report["first_divergence"]["module"], fault);
+    assert_eq!(fault_layer["origin"], "introduced");
+    assert_eq!(fault_layer["isolated"]["pass"], false);
+    assert_eq!(report["divergence_origins"].as_array().unwrap().len(), 1);
+    for l in layers
+        .iter()
+        .filter(|l| l["pass"] == false && l["module"] != fault)
+    {
+        assert_eq!(l["origin"], "accumulated", "{}", l["module"]);
+    }
+    // Each drifting block adds about its planted 1.5e-5 of range, nothing more.
+    for l in layers
+        .iter()
+        .filter(|l| l["module"].as_str().unwrap().ends_with(".fc"))
+    {
+        let iso = l["isolated"]["rel_to_range"].as_f64().unwrap();
+        if l["module"] != fault {
+            assert!((1e-5..2e-5).contains(&iso), "{}: {iso}", l["module"]);
+        }
+    }
+    assert!(report["accumulated_drift"].is_null());
+    assert_eq!(report["isolation"]["error"], Value::Null);
+    assert_eq!(report["isolation"]["runs"], 1);
+}
+
+#[test]
+fn drift_alone_is_accumulated_drift_with_its_largest_contributors_named() {
+    let (code, report) = check(&drift("drift_only"), &[]);
+    // A real difference at the outputs still fails the gate...
+    assert_eq!(code, 1);
+    assert_eq!(report["verdict"], "fail");
+    // ...but no layer is blamed for it.
+    assert!(report["first_divergence"].is_null());
+    assert!(layers(&report)
+        .iter()
+        .all(|l| l["origin"] != "introduced" && l["isolated"]["pass"] == true));
+    let contributors = report["accumulated_drift"]["contributors"]
+        .as_array()
+        .unwrap();
+    assert!(!contributors.is_empty());
+    for c in contributors {
+        let module = c["module"].as_str().unwrap();
+        assert!(
+            module.starts_with("blocks.") && module.ends_with(".fc"),
+            "{module}"
+        );
+    }
+    let gate = report["gate_failures"][0].as_str().unwrap();
+    assert!(gate.contains("accumulated drift"), "{gate}");
+}
+
+#[test]
+fn a_clean_pass_isolates_nothing_unless_asked() {
+    let dir = fixture("resnet_tiny_legacy");
+    let (code, report) = check(&dir, &[]);
+    assert_eq!(code, 0);
+    assert!(report["isolation"].is_null());
+    assert!(layers(&report)
+        .iter()
+        .all(|l| l["isolated"].is_null() && l["origin"].is_null()));
+    assert_eq!(report["timing"]["isolation_s"], 0.0);
+
+    let (code, report) = check(&dir, &["--isolate"]);
+    assert_eq!(code, 0);
+    assert_eq!(report["isolation"]["reason"], "--isolate");
+    let n = layers(&report).len() as u64;
+    assert_eq!(report["isolation"]["isolated_layers"].as_u64(), Some(n));
+    for l in layers(&report) {
+        assert_eq!(l["origin"], "pass", "{}", l["module"]);
+        // Fed PyTorch's own values, a clean layer is within float32 rounding of them.
+        let iso = l["isolated"]["rel_to_range"].as_f64().unwrap();
+        assert!(iso < 1e-5, "{}: {iso}", l["module"]);
+    }
+}
