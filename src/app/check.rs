@@ -51,7 +51,7 @@ fn file_info(path: &Path) -> Result<FileInfo> {
     })
 }
 
-fn environment(threads: usize) -> Environment {
+pub fn environment(threads: usize) -> Environment {
     // Release builds say "git-branch=rel-1.31.1" in their build info; the PyPI wheel says
     // "HEAD", but its library file carries the version (libonnxruntime.so.1.31.1).
     let info = ort::info();
@@ -266,6 +266,19 @@ impl Accumulator {
         if isolation.is_some() {
             self.timing.isolation_s = t.elapsed().as_secs_f64();
         }
+        let repro = match &cfg.repro {
+            Some(dir) => {
+                progress.stage("writing the repro bundle");
+                let written = crate::app::repro::write(cfg, dir, &eval.layers, &torch, &onnx)?;
+                if written.is_none() && !cfg.quiet {
+                    eprintln!(
+                        "align-check: --repro: no layer diverges, so there is nothing to                          reproduce (name one with --repro-layer)"
+                    );
+                }
+                written
+            }
+            None => None,
+        };
         let t = Instant::now();
         let details = details(&eval.layers, &torch, &onnx)?;
         self.timing.statistics_s += t.elapsed().as_secs_f64();
@@ -279,7 +292,7 @@ impl Accumulator {
             budget_bytes: cfg.runtime.max_memory,
             spilled_bytes: self.spilled_bytes,
         };
-        assemble(
+        let mut outcome = assemble(
             cfg,
             pairing,
             (eval, isolation),
@@ -289,7 +302,9 @@ impl Accumulator {
             self.labels,
             (timing, memory),
             files,
-        )
+        )?;
+        outcome.repro = repro;
+        Ok(outcome)
     }
 }
 
@@ -344,6 +359,7 @@ fn assemble(
         divergence_origins: eval.origins,
         accumulated_drift: crate::compare::isolation::drift(&eval.layers, &eval.outputs),
         isolation,
+        repro: None,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
         training_mode: Vec::new(),
         torch_model,
@@ -422,6 +438,14 @@ pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
     apply_baseline(cfg, &mut outcome)?;
 
     write_reports(cfg, &mut outcome)?;
+    if let (Some(repro), false) = (&outcome.repro, cfg.quiet) {
+        eprintln!(
+            "align-check: wrote repro bundle {} for layer {} ({}): run python repro.py there",
+            repro.dir,
+            repro.layer_index,
+            crate::report::format::module_label(&repro.module)
+        );
+    }
     if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {
         report::emit(&Json, &outcome, &Destination::from_path(path))?;
         if !cfg.quiet {

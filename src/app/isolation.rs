@@ -13,9 +13,10 @@ use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::config::CheckConfig;
 use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
-use crate::onnx::capture::run_named;
+use crate::compare::stats::ErrorStats;
+use crate::onnx::capture::{run_named, RunOutputs};
 use crate::onnx::convert::from_ort;
-use crate::onnx::segment::{self, Cut};
+use crate::onnx::segment::{self, Cut, Segment};
 use crate::onnx::signature::onnx_from_dtype;
 use crate::onnx::{runtime, OnnxModel};
 use crate::outcome::{Isolated, IsolationReport, LayerResult};
@@ -77,23 +78,8 @@ fn isolate(
     layers: &[LayerResult],
 ) -> Result<(Vec<Option<Isolated>>, usize)> {
     let model = crate::onnx::model::load(&cfg.onnx_path)?;
-    let cuts: Vec<Cut> = plan
-        .fed
-        .iter()
-        .map(|f| Cut {
-            name: f.onnx_name.clone(),
-            elem_type: onnx_from_dtype(f.dtype),
-            shape: f.shape.clone(),
-        })
-        .collect();
-    let fed: HashMap<&str, &FedValue> =
-        plan.fed.iter().map(|f| (f.onnx_name.as_str(), f)).collect();
-    let inputs: HashMap<&str, &CapturedValue> = onnx
-        .values
-        .iter()
-        .filter(|v| matches!(v.role, ValueRole::Input(_)))
-        .map(|v| (v.name.as_str(), v))
-        .collect();
+    let cuts = cuts(plan);
+    let feeds = Feeds::new(plan, torch, onnx);
     let mut layers_of: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, l) in layers.iter().enumerate() {
         layers_of
@@ -110,36 +96,7 @@ fn isolate(
     let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
     for group in &groups {
         let seg = segment::cut(&model.proto, &cuts, group)?;
-        let bytes = seg.model.encode_to_vec();
-        let seg_model = OnnxModel {
-            path: model.path.clone(),
-            proto: seg.model,
-            external_data_dir: model.external_data_dir.clone(),
-        };
-        let mut session = runtime::session(
-            &seg_model,
-            &bytes,
-            cfg.runtime.threads,
-            cfg.runtime.ort_custom_ops.as_deref(),
-        )?;
-        drop(bytes);
-        let feed = seg
-            .inputs
-            .iter()
-            .map(|name| {
-                let tensor = match (fed.get(name.as_str()), inputs.get(name.as_str())) {
-                    (Some(f), _) => fed_tensor(&torch.values[f.torch_id], f)?,
-                    (None, Some(v)) => v.data()?,
-                    (None, None) => {
-                        return Err(anyhow!("it reads `{name}`, which neither side captured"))
-                    }
-                };
-                Ok((name.as_str(), tensor))
-            })
-            .collect::<Result<Vec<(&str, Cow<HostTensor>)>>>()?;
-        let named: Vec<(&str, &HostTensor)> = feed.iter().map(|(n, t)| (*n, t.as_ref())).collect();
-        let mut results = run_named(&mut session, &model.path, &named)?;
-        drop(feed);
+        let mut results = run_segment(cfg, &model, &seg, &feeds)?;
         for (asked, fetched) in group.iter().zip(&seg.outputs) {
             // A value ONNX Runtime does not hand back as a tensor stays without an isolated
             // error, as it stayed without an accumulated one.
@@ -147,29 +104,108 @@ fn isolate(
                 continue;
             };
             for &i in layers_of.get(asked.as_str()).into_iter().flatten() {
-                isolated[i] = judged(&layers[i], torch, &test, cfg);
+                isolated[i] = layer_stats(&layers[i], torch, &test, cfg)
+                    .ok()
+                    .map(|stats| Isolated {
+                        max_abs: stats.max_abs,
+                        rel_to_range: stats.rel_to_range,
+                        pass: stats.pass,
+                    });
             }
         }
     }
     Ok((isolated, groups.len()))
 }
 
-/// One layer's isolated error: `test` (ONNX Runtime's value from fed inputs) against its
-/// TorchScript value, in the precision and tolerance the layer is judged by.
-fn judged(
+/// One run of `seg` (cut from `model`) on its inputs from `feeds`, with the session options
+/// of the capture.
+pub fn run_segment(
+    cfg: &CheckConfig,
+    model: &OnnxModel,
+    seg: &Segment,
+    feeds: &Feeds,
+) -> Result<RunOutputs> {
+    let bytes = seg.model.encode_to_vec();
+    // The whole model stands for the segment: its folder holds external weights, its ops
+    // explain a session error.
+    let mut session = runtime::session(
+        model,
+        &bytes,
+        cfg.runtime.threads,
+        cfg.runtime.ort_custom_ops.as_deref(),
+    )?;
+    drop(bytes);
+    let feed = feeds.for_inputs(&seg.inputs)?;
+    let named: Vec<(&str, &HostTensor)> = feed.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+    run_named(&mut session, &model.path, &named)
+}
+
+/// The plan's fed values as the cuts of a segment.
+pub fn cuts(plan: &Plan) -> Vec<Cut> {
+    plan.fed
+        .iter()
+        .map(|f| Cut {
+            name: f.onnx_name.clone(),
+            elem_type: onnx_from_dtype(f.dtype),
+            shape: f.shape.clone(),
+        })
+        .collect()
+}
+
+/// Where a segment's inputs come from: a fed value is PyTorch's, an original graph input is
+/// the one both sides were given.
+pub struct Feeds<'a> {
+    torch: &'a Capture,
+    fed: HashMap<&'a str, &'a FedValue>,
+    inputs: HashMap<&'a str, &'a CapturedValue>,
+}
+
+impl<'a> Feeds<'a> {
+    pub fn new(plan: &'a Plan, torch: &'a Capture, onnx: &'a Capture) -> Self {
+        Feeds {
+            torch,
+            fed: plan.fed.iter().map(|f| (f.onnx_name.as_str(), f)).collect(),
+            inputs: onnx
+                .values
+                .iter()
+                .filter(|v| matches!(v.role, ValueRole::Input(_)))
+                .map(|v| (v.name.as_str(), v))
+                .collect(),
+        }
+    }
+
+    /// The tensor for each of `names` (a segment's inputs), in order.
+    pub fn for_inputs<'n>(
+        &self,
+        names: &'n [String],
+    ) -> Result<Vec<(&'n str, Cow<'a, HostTensor>)>> {
+        names
+            .iter()
+            .map(|name| {
+                let tensor = match (self.fed.get(name.as_str()), self.inputs.get(name.as_str())) {
+                    (Some(f), _) => fed_tensor(&self.torch.values[f.torch_id], f)?,
+                    (None, Some(v)) => v.data()?,
+                    (None, None) => {
+                        return Err(anyhow!("it reads `{name}`, which neither side captured"))
+                    }
+                };
+                Ok((name.as_str(), tensor))
+            })
+            .collect()
+    }
+}
+
+/// The statistics of `test` against layer `l`'s TorchScript value, in the precision and
+/// tolerance the layer is judged by.
+pub fn layer_stats(
     l: &LayerResult,
     torch: &Capture,
     test: &HostTensor,
     cfg: &CheckConfig,
-) -> Option<Isolated> {
+) -> Result<ErrorStats> {
     let t = &torch.values[l.torch_id];
     let precision = DType::from_name(&l.cmp.precision).unwrap_or(t.dtype);
-    let stats = judged_stats(t, &l.onnx_node, test, precision, &cfg.policy).ok()?;
-    Some(Isolated {
-        max_abs: stats.max_abs,
-        rel_to_range: stats.rel_to_range,
-        pass: stats.pass,
-    })
+    judged_stats(t, &l.onnx_node, test, precision, &cfg.policy)
 }
 
 /// PyTorch's value as the ONNX value it replaces: in its element type and shape.

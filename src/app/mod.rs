@@ -1,6 +1,7 @@
 //! The commands, built from the stages: `check` (both models, every layer compared, one
 //! `Outcome`, its reports and exit code) and `inspect` (what one file is and what it offers),
-//! the isolation run that says where a failing layer's error is made (`isolation`), and
+//! the isolation run that says where a failing layer's error is made (`isolation`), the
+//! bundle that reproduces one layer without align-check (`repro`), and
 //! what they share: the two runtimes behind the one runner shape (`runners`), runtime
 //! setup (`runtimes`), progress on stderr (`progress`), and what is said about the files
 //! before any comparison (`training_mode`, `model_identity`).
@@ -10,6 +11,7 @@ pub mod inspect;
 pub mod isolation;
 pub mod model_identity;
 pub mod progress;
+pub mod repro;
 pub mod runners;
 pub mod runtimes;
 pub mod training_mode;

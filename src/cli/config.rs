@@ -76,6 +76,10 @@ pub struct CheckConfig {
     pub allow_training_mode: bool,
     /// Measure isolated errors even when every layer and output passes (`--isolate`).
     pub isolate: bool,
+    /// `--repro DIR`: where to write the repro bundle.
+    pub repro: Option<PathBuf>,
+    /// `--repro-layer`: the layer to reproduce instead of the first divergence.
+    pub repro_layer: Option<String>,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -212,6 +216,15 @@ impl CheckConfig {
         if !(max_growth.is_finite() && max_growth >= 1.0) {
             bail!("--max-growth must be a number of at least 1, got {max_growth}");
         }
+        let repro = args.repro.clone().or_else(|| file.diagnosis.repro.clone());
+        if repro.is_none() && file.diagnosis.repro_layer.is_some() {
+            bail!(
+                "[diagnosis] repro_layer needs a bundle folder: --repro DIR or [diagnosis] repro"
+            );
+        }
+        if let Some(dir) = &repro {
+            check_output_path(dir, &[torch_path, onnx_path])?;
+        }
         Ok(CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
@@ -226,6 +239,11 @@ impl CheckConfig {
             allow_training_mode: args.allow_training_mode
                 || file.gate.allow_training_mode.unwrap_or(false),
             isolate: args.isolate || file.diagnosis.isolate.unwrap_or(false),
+            repro,
+            repro_layer: args
+                .repro_layer
+                .clone()
+                .or_else(|| file.diagnosis.repro_layer.clone()),
             reports,
             all_rows: args.all,
             worst: args.worst,

@@ -83,6 +83,10 @@ pub struct GateSection {
 pub struct DiagnosisSection {
     /// `--isolate`.
     pub isolate: Option<bool>,
+    /// `--repro DIR`.
+    pub repro: Option<PathBuf>,
+    /// `--repro-layer LAYER`.
+    pub repro_layer: Option<String>,
 }
 
 /// `[reports]`: a path per format, keyed by the format's key in `report::FORMATS` (`json`,
@@ -183,6 +187,7 @@ impl FileConfig {
         fix_opt(&mut self.torch_model);
         fix_opt(&mut self.onnx_model);
         fix_opt(&mut self.inputs.archive);
+        fix_opt(&mut self.diagnosis.repro);
         self.inputs.files.values_mut().for_each(fix);
         fix_opt(&mut self.gate.baseline);
         self.reports.paths.iter_mut().for_each(|(_, p)| fix(p));

@@ -142,6 +142,23 @@ pub struct CheckArgs {
     #[arg(long, help_heading = "Diagnosis")]
     pub isolate: bool,
 
+    /// Write a bundle that reproduces the first divergence without align-check into DIR:
+    /// the smallest ONNX model that computes that layer from PyTorch's values, those values
+    /// (inputs.npz), PyTorch's result (expected.npz), repro.py (numpy and onnxruntime only;
+    /// exit 1 beyond tolerance) and a README with versions, to attach to a bug report
+    #[arg(long, value_name = "DIR", help_heading = "Diagnosis")]
+    pub repro: Option<PathBuf>,
+
+    /// The layer --repro reproduces instead of the first divergence: its index in the
+    /// report's layers, its module path (layer3.1.conv2) or its ONNX node name
+    #[arg(
+        long,
+        value_name = "LAYER",
+        requires = "repro",
+        help_heading = "Diagnosis"
+    )]
+    pub repro_layer: Option<String>,
+
     /// One `--FORMAT PATH` flag per file format of `report::FORMATS`.
     #[command(flatten)]
     pub reports: ReportArgs,

@@ -7,6 +7,7 @@
 //! unresolved dimension) is an error that says what was expected.
 
 pub mod npy;
+pub mod npz_writer;
 pub mod random;
 pub mod samples;
 pub mod torch_args;

@@ -521,14 +521,14 @@ fn match_inputs<'a>(
 /// through, or the result of an aliasing kernel such as Reshape on a graph input, points
 /// into the caller's input buffer. The inputs therefore live exactly as long as the outputs
 /// (fields drop in declaration order: outputs first).
-pub(crate) struct RunOutputs {
+pub struct RunOutputs {
     values: HashMap<String, DynValue>,
     _inputs: Vec<DynValue>,
 }
 
 impl RunOutputs {
     /// Takes an output out, so that it is freed as soon as the caller has converted it.
-    pub(crate) fn remove(&mut self, name: &str) -> Option<DynValue> {
+    pub fn remove(&mut self, name: &str) -> Option<DynValue> {
         self.values.remove(name)
     }
 }
@@ -549,7 +549,7 @@ fn run(
 }
 
 /// One run of `session` on the named inputs in `feed`.
-pub(crate) fn run_named(
+pub fn run_named(
     session: &mut Session,
     path: &Path,
     feed: &[(&str, &HostTensor)],

@@ -63,3 +63,39 @@ pub fn externalize(model: &mut ModelProto, dir: &Path) -> Result<u64> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(offset)
 }
+
+/// Reads the external data of `model`'s initializers (relative to `dir`) into the protobuf,
+/// so that the model stands alone: a repro bundle's segment holds a few of a large model's
+/// weights and must not point at files that stay behind.
+pub fn inline_external(model: &mut ModelProto, dir: &Path) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(graph) = model.graph.as_mut() else {
+        return Ok(());
+    };
+    for init in &mut graph.initializer {
+        if init.data_location != Some(DataLocation::External as i32) {
+            continue;
+        }
+        let field = |key: &str| {
+            init.external_data
+                .iter()
+                .find(|e| e.key() == key)
+                .map(|e| e.value().to_string())
+        };
+        let location = field("location").unwrap_or_default();
+        let offset: u64 = field("offset").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let path = dir.join(&location);
+        let mut file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot read external weights {}", path.display()))?;
+        let mut raw = Vec::new();
+        file.seek(SeekFrom::Start(offset))?;
+        match field("length").and_then(|v| v.parse::<u64>().ok()) {
+            Some(length) => file.take(length).read_to_end(&mut raw)?,
+            None => file.read_to_end(&mut raw)?,
+        };
+        init.raw_data = Some(raw);
+        init.external_data.clear();
+        init.data_location = Some(DataLocation::Default as i32);
+    }
+    Ok(())
+}

@@ -342,6 +342,21 @@ pub struct IsolationReport {
     pub error: Option<String>,
 }
 
+/// The repro bundle written for `--repro DIR`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReproReport {
+    pub dir: String,
+    pub layer_index: usize,
+    pub module: String,
+    pub onnx_node: String,
+    /// Nodes of the bundle's model.
+    pub nodes: usize,
+    /// Bytes of all the bundle's files.
+    pub bytes: u64,
+    /// The layer's isolated error as the bundle's own model gives it.
+    pub isolated: Isolated,
+}
+
 /// Accumulated drift: the layers adding the most error in isolation, largest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct Drift {
@@ -406,6 +421,8 @@ pub struct Outcome {
     /// Present when layers or outputs fail but no layer fails in isolation: many small
     /// contributions added up, none beyond tolerance on its own.
     pub accumulated_drift: Option<Drift>,
+    /// Present with `--repro DIR` when a bundle was written.
+    pub repro: Option<ReproReport>,
     /// Where NaN or Inf first appear on each side, if anywhere.
     pub first_nonfinite: FirstNonFinite,
     /// What runs in training mode in either model, one line per side; only ever non-empty
