@@ -14,6 +14,9 @@ measurement's alone) and printing/writing the table of ratios:
                    interpreter start and imports are reported apart, not counted).
   (b) align-check  `align-check MODEL.pt MODEL.onnx --inputs inputs.npz --threads N --json
                    out.json -q`, whole-process wall time, plus the JSON's `timing` breakdown.
+  (d) isolation    (b) with --isolate: every layer also measured in isolation (its ONNX
+                   segment fed PyTorch's values), the work a failing run adds; interleaved
+                   with (a) and (b). --skip-isolate leaves it out.
   (c) verify       torch.onnx.verification.verify_onnx_program(program, args,
                    compare_intermediates=True) on the dynamo export, rebuilt in the child from
                    the cached ONNX file and ExportedProgram; only the call itself is timed
@@ -52,6 +55,7 @@ RESULT_TAG = "BENCH_RESULT "
 TARGET_FLOOR_RATIO = 2.0     # (b)/(a) at most
 TARGET_VERIFY_RATIO = 50.0   # (c)/(b) at least
 TARGET_RSS_RATIO = 1.3       # align-check peak RSS / (activations + model files) at most
+TARGET_ISOLATE_RATIO = 1.5   # (d)/(b) at most
 
 
 # --- children: each prints one RESULT_TAG line of JSON on stdout -----------------------------
@@ -274,7 +278,7 @@ def bench_model(name, args, log):
     ac_cmd = [str(args.binary), str(folder / "model.pt"), str(folder / "model.onnx"),
               "--inputs", str(folder / "inputs.npz"), "--threads", str(args.threads),
               "--json", str(report_json), "-q"]
-    res = {"name": name, "manifest": manifest, "floor": [], "align_check": []}
+    res = {"name": name, "manifest": manifest, "floor": [], "align_check": [], "isolate": []}
 
     def run_floor(i, keep):
         m = measure(child_cmd("floor", folder, args.threads), log_dir=logs, label=f"floor{i}")
@@ -287,10 +291,12 @@ def bench_model(name, args, log):
             f"floor {m['result']['floor_s']:.2f}s (process {m['wall_s']:.2f}s), "
             f"RSS {m['rss_mb']:.0f} MB, load {m['load_before']:.1f}")
 
-    def run_ac(i, keep):
+    def run_ac(i, keep, isolate=False):
         if report_json.exists():
             report_json.unlink()
-        m = measure(ac_cmd, log_dir=logs, label=f"align-check{i}")
+        cmd = ac_cmd + (["--isolate"] if isolate else [])
+        label = "isolate" if isolate else "align-check"
+        m = measure(cmd, log_dir=logs, label=f"{label}{i}")
         if m["exit_code"] not in (0, 1) or not report_json.exists():
             raise RuntimeError(f"{name}: align-check exited {m['exit_code']}: "
                                f"{m['stderr_tail'][-800:]}")
@@ -303,8 +309,8 @@ def bench_model(name, args, log):
                           "onnx_nodes_paired", "torch_ratio")}
         m["layers"] = len(report.get("layers", []))
         if keep:
-            res["align_check"].append(m)
-        log(f"  align-check {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
+            res["isolate" if isolate else "align_check"].append(m)
+        log(f"  {label:<11} {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
             f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s), "
             f"RSS {m['rss_mb']:.0f} MB, exit {m['exit_code']}, load {m['load_before']:.1f}")
 
@@ -316,6 +322,8 @@ def bench_model(name, args, log):
     for i in range(args.runs):
         run_floor(i, keep=True)
         run_ac(i, keep=True)
+        if not args.skip_isolate:
+            run_ac(i, keep=True, isolate=True)
 
     m = measure(child_cmd("sizes", folder, args.threads), log_dir=logs, label="sizes")
     if m["exit_code"] != 0 or m["result"] is None:
@@ -373,6 +381,11 @@ def summarise(res, overhead):
         "cpu_util_ac": median([m["cpu_s"] / m["wall_s"] for m in ac]),
     }
     row["ratio_floor"] = row["ac_s"] / row["floor_s"] if row["floor_s"] else None
+    iso = res.get("isolate") or []
+    row["iso_s"] = median([m["wall_s"] for m in iso]) if iso else None
+    row["iso_rss"] = median([m["rss_mb"] for m in iso]) if iso else None
+    row["iso_timing_s"] = median([m["timing"].get("isolation_s") for m in iso]) if iso else None
+    row["ratio_isolate"] = row["iso_s"] / row["ac_s"] if iso and row["ac_s"] else None
     v = res.get("verify")
     row["verify_s"] = row["verify_rss"] = row["ratio_verify"] = None
     row["verify_lower_bound"] = False
@@ -444,6 +457,21 @@ def render(rows, args, overhead, started, finished, load_start, load_end):
              "time; (c) the verify_onnx_program call alone (load excluded). Activations+weights: "
              "bytes of every tensor captured on both sides (TorchScript top-level node outputs, "
              "ONNX node outputs) plus both model files.")
+    if any(r["iso_s"] is not None for r in rows):
+        L.append("")
+        L.append("| model | align-check s (b) | with --isolate s (d) | (d)/(b) ≤ 1.5 | "
+                 "timing.isolation_s | peak RSS MB (b) / (d) |")
+        L.append("|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            L.append(
+                f"| {r['model']} | {fmt(r['ac_s'])} | {fmt(r['iso_s'])} | "
+                f"{mark(r['ratio_isolate'], TARGET_ISOLATE_RATIO, True)} | "
+                f"{fmt(r['iso_timing_s'])} | {fmt(r['ac_rss'], '.0f')} / "
+                f"{fmt(r['iso_rss'], '.0f')} |")
+        L.append("")
+        L.append("(d) is (b) with --isolate: the isolation run a failing check adds (the ONNX file "
+                 "read again, cut at every paired value, one more ONNX Runtime session and run, "
+                 "every layer compared again).")
     L.append("")
     L.append("## Where the time goes (medians, seconds)")
     L.append("")
@@ -508,6 +536,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for libtorch and ONNX Runtime on every side (default: CPUs)")
     ap.add_argument("--skip-verify", action="store_true", help="leave out (c)")
+    ap.add_argument("--skip-isolate", action="store_true", help="leave out (d)")
     ap.add_argument("--verify-timeout", type=float, default=3600.0,
                     help="seconds before (c) is killed and reported as a lower bound")
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "align-check")

@@ -1,6 +1,6 @@
 //! `--max-memory`: a network whose captured activations (~1 GB over both sides) are many
 //! times a 450 MB budget is checked under that budget, with every statistic identical to the
-//! unbounded run. Peak memory is read from the OS (the child's rusage), not from the tool's
+//! unbounded run, isolated errors included (the isolation run goes in groups too). Peak memory is read from the OS (the child's rusage), not from the tool's
 //! own report. Fixture: tests/fixtures/big_activations_legacy (scripts/make_memory_fixture.py).
 
 mod common;
@@ -62,9 +62,10 @@ fn run(extra: &[&str], dir: &Path) -> Run {
 #[test]
 fn a_budget_far_below_the_activations_is_kept_with_identical_statistics() {
     let dir = tempfile::tempdir().unwrap();
-    let unbounded = run(&[], dir.path());
+    // With --isolate, so that the isolation run is held to the budget too (in groups).
+    let unbounded = run(&["--isolate"], dir.path());
     let budget = format!("{BUDGET_MB}M");
-    let bounded = run(&["--max-memory", &budget], dir.path());
+    let bounded = run(&["--isolate", "--max-memory", &budget], dir.path());
     assert_eq!(unbounded.code, 0, "{}", unbounded.stderr);
     assert_eq!(bounded.code, 0, "{}", bounded.stderr);
 
@@ -88,8 +89,12 @@ fn a_budget_far_below_the_activations_is_kept_with_identical_statistics() {
     );
     assert!(bounded.report["timing"]["onnx_runs"].as_u64().unwrap() > 1);
     assert_eq!(unbounded.report["timing"]["onnx_runs"].as_u64(), Some(1));
+    assert!(bounded.report["isolation"]["runs"].as_u64().unwrap() > 1);
+    assert_eq!(unbounded.report["isolation"]["runs"].as_u64(), Some(1));
+    assert!(bounded.report["isolation"]["error"].is_null());
 
-    // Every statistic, every detail, the verdict and the pairing are the same.
+    // Every statistic (isolated errors included), every detail, the verdict and the pairing
+    // are the same.
     for key in [
         "verdict",
         "layers",

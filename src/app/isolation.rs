@@ -14,7 +14,7 @@ use crate::cli::config::CheckConfig;
 use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
 use crate::compare::stats::ErrorStats;
-use crate::onnx::capture::{run_named, RunOutputs};
+use crate::onnx::capture::{ort_input, run_values, RunOutputs};
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment::{self, Cut, Segment};
 use crate::onnx::signature::onnx_from_dtype;
@@ -92,7 +92,9 @@ fn isolate(
             v.shape.iter().product::<usize>() as u64 * v.dtype.size_bytes() as u64
         })
     };
-    let groups = groups(&plan.fetch, size_of, group_bytes);
+    // A group's fed values are about as large as its fetched ones (each layer reads the one
+    // before it), and both are held during its run: half the budget each.
+    let groups = groups(&plan.fetch, size_of, group_bytes.map(|b| b / 2));
     let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
     for group in &groups {
         let seg = segment::cut(&model.proto, &cuts, group)?;
@@ -135,9 +137,19 @@ pub fn run_segment(
         cfg.runtime.ort_custom_ops.as_deref(),
     )?;
     drop(bytes);
-    let feed = feeds.for_inputs(&seg.inputs)?;
-    let named: Vec<(&str, &HostTensor)> = feed.iter().map(|(n, t)| (*n, t.as_ref())).collect();
-    run_named(&mut session, &model.path, &named)
+    // Each host tensor (read back from the spill file under a budget) is freed as soon as
+    // its ort copy exists.
+    let mut names = Vec::with_capacity(seg.inputs.len());
+    let mut values = Vec::with_capacity(seg.inputs.len());
+    for name in &seg.inputs {
+        let (_, tensor) = feeds
+            .for_inputs(std::slice::from_ref(name))?
+            .pop()
+            .expect("one tensor per name");
+        values.push(ort_input(&model.path, name, &tensor)?);
+        names.push(name.as_str());
+    }
+    run_values(&mut session, &model.path, &names, values)
 }
 
 /// The plan's fed values as the cuts of a segment.
@@ -231,8 +243,7 @@ fn fed_tensor<'a>(t: &'a CapturedValue, f: &FedValue) -> Result<Cow<'a, HostTens
 }
 
 /// The fetch list in groups of at most `budget` bytes of fetched values (a value larger than
-/// the budget goes alone); one group without a budget. Each group's fed values are about as
-/// large again, which the budget's halving for groups allows for.
+/// the budget goes alone); one group without a budget.
 fn groups(
     fetch: &[String],
     size_of: impl Fn(&String) -> u64,

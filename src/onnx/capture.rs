@@ -554,15 +554,34 @@ pub fn run_named(
     path: &Path,
     feed: &[(&str, &HostTensor)],
 ) -> Result<RunOutputs> {
-    let shown = path.display();
-    let mut inputs: Vec<DynValue> = Vec::with_capacity(feed.len());
+    let mut names = Vec::with_capacity(feed.len());
+    let mut inputs = Vec::with_capacity(feed.len());
     for (name, t) in feed {
-        inputs.push(to_ort(t).map_err(|e| anyhow!("input `{name}` of {shown}: {e}"))?);
+        names.push(*name);
+        inputs.push(ort_input(path, name, t)?);
     }
-    let named: Vec<(&str, SessionInputValue<'_>)> = feed
+    run_values(session, path, &names, inputs)
+}
+
+/// `t` as an ort value for input `name` of the model at `path`.
+pub fn ort_input(path: &Path, name: &str, t: &HostTensor) -> Result<DynValue> {
+    to_ort(t).map_err(|e| anyhow!("input `{name}` of {}: {e}", path.display()))
+}
+
+/// One run of `session` on inputs already converted to ort values (`names[i]` is the input
+/// `inputs[i]` is fed to), so that a caller can free each host copy as soon as it is
+/// converted.
+pub fn run_values(
+    session: &mut Session,
+    path: &Path,
+    names: &[&str],
+    inputs: Vec<DynValue>,
+) -> Result<RunOutputs> {
+    let shown = path.display();
+    let named: Vec<(&str, SessionInputValue<'_>)> = names
         .iter()
         .zip(&inputs)
-        .map(|((name, _), v)| (*name, SessionInputValue::from(v)))
+        .map(|(name, v)| (*name, SessionInputValue::from(v)))
         .collect();
     // ort panics (rather than erroring) if ONNX Runtime ever hands back a null output; a
     // panic is never an answer, so it becomes an error like any other run failure.
