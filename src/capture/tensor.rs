@@ -26,6 +26,21 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every element type, in declaration order: the one list anything that maps over all
+    /// of them (names, ONNX types, tolerances) walks.
+    pub const ALL: [DType; 10] = [
+        DType::F16,
+        DType::Bf16,
+        DType::F32,
+        DType::F64,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             DType::F16 => "float16",
@@ -43,20 +58,7 @@ impl DType {
 
     /// The dtype `name()` returns `name` for.
     pub fn from_name(name: &str) -> Option<DType> {
-        [
-            DType::F16,
-            DType::Bf16,
-            DType::F32,
-            DType::F64,
-            DType::I8,
-            DType::I16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-            DType::Bool,
-        ]
-        .into_iter()
-        .find(|d| d.name() == name)
+        DType::ALL.into_iter().find(|d| d.name() == name)
     }
 
     pub fn is_float(self) -> bool {

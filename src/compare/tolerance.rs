@@ -281,18 +281,7 @@ impl TolerancePolicy {
 mod tests {
     use super::*;
 
-    const ALL_DTYPES: [DType; 10] = [
-        DType::F16,
-        DType::Bf16,
-        DType::F32,
-        DType::F64,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::Bool,
-    ];
+    const ALL_DTYPES: [DType; 10] = DType::ALL;
 
     fn tol(atol: f64, rtol: f64) -> Tolerance {
         Tolerance { atol, rtol }

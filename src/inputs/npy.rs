@@ -244,7 +244,17 @@ pub fn read_npz_from<R: Read + Seek>(path: &Path, reader: R) -> Result<Vec<(Stri
             brief(e)
         )
     })?;
-    let names: Vec<String> = archive.array_names().map(str::to_string).collect();
+    // In archive order: the zip's own name list is a hash map's, in no order.
+    let zip = archive.zip_archive();
+    let mut names: Vec<String> = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let entry = zip
+            .by_index_raw(i)
+            .map_err(|e| anyhow!("{}: member {i}: {}", path.display(), brief(e)))?;
+        if let Some(name) = npyz::npz::array_name_from_file_name(entry.name()) {
+            names.push(name.to_string());
+        }
+    }
     let mut arrays = Vec::with_capacity(names.len());
     for name in names {
         // The member is opened through the zip archive rather than `NpzArchive::by_name` so

@@ -113,20 +113,9 @@ fn dim_of(d: &proto::tensor_shape_proto::Dimension) -> Dim {
 
 /// The tool's element type for an ONNX `TensorProto.DataType` value, if it has one.
 pub fn dtype_from_onnx(elem_type: i32) -> Option<DType> {
-    use proto::tensor_proto::DataType as T;
-    Some(match T::try_from(elem_type).ok()? {
-        T::Float => DType::F32,
-        T::Float16 => DType::F16,
-        T::Bfloat16 => DType::Bf16,
-        T::Double => DType::F64,
-        T::Int8 => DType::I8,
-        T::Int16 => DType::I16,
-        T::Int32 => DType::I32,
-        T::Int64 => DType::I64,
-        T::Uint8 => DType::U8,
-        T::Bool => DType::Bool,
-        _ => return None,
-    })
+    DType::ALL
+        .into_iter()
+        .find(|&d| onnx_from_dtype(d) == elem_type)
 }
 
 /// The ONNX element type for one of the tool's types.
