@@ -13,7 +13,7 @@
 
 mod common;
 
-use align_check::outcome::{LayerResult, Outcome, Verdict};
+use align_check::outcome::{Isolated, LayerResult, Outcome, Verdict};
 use align_check::report::{html, junit, markdown};
 use clap::Parser;
 use common::fixture;
@@ -205,6 +205,16 @@ fn fault_report_is_well_formed_self_contained_and_names_the_divergence() {
         }
     }
     // The module tree: nested <details>, each top-level module named.
+    // A failing run isolates: the table has an isolated column, the network chart the isolated
+    // curve and its legend, and the first divergence's close-up its error in isolation.
+    assert!(doc.contains(">isolated</th>"));
+    let network = &doc[doc.find("<svg").unwrap()..];
+    let network = &network[..network.find("</svg>").unwrap()];
+    assert!(
+        network.contains("error in isolation"),
+        "isolated legend entry"
+    );
+    assert!(doc.contains("<dt>error / range in isolation</dt>"));
     for top in ["layer1", "layer2", "fc"] {
         assert!(doc.contains(&format!("{top}</b>")), "tree node {top}");
     }
@@ -447,6 +457,14 @@ fn degenerate_outcomes_still_render() {
     odd.layers[2].cmp.rel_to_range = f64::INFINITY;
     odd.layers[2].cmp.snr_db = f64::NEG_INFINITY;
     odd.layers[3].cmp.rel_to_range = 0.0;
+    // Isolated errors that a log axis cannot hold, and a layer isolation could not compute.
+    for (l, rel) in [(0, 0.0), (1, f64::NAN), (2, f64::INFINITY), (3, 1e-30)] {
+        odd.layers[l].isolated = Some(Isolated {
+            max_abs: rel,
+            rel_to_range: rel,
+            pass: rel == 0.0,
+        });
+    }
     for d in &mut odd.details {
         d.scatter.push([f32::NAN, 1.0]);
         d.channel_max_abs.push(f64::NAN);

@@ -1,7 +1,11 @@
 //! How every report writes numbers and names: error values, SNR, growth factors, sizes,
 //! module labels and file names, which error counts as the worst (NaN does), and the colour
 //! scale errors are painted with. One definition each, so a layer reads the same in the
-//! terminal, Markdown, HTML, JUnit and Model Explorer.
+//! terminal, Markdown, HTML, JUnit and Model Explorer. Also what the human reports say about
+//! isolation, which three of them say alike.
+
+use crate::outcome::verdict::drift_sentence;
+use crate::outcome::{Drift, Gate, Outcome};
 
 /// An error statistic in at most nine characters: four decimals in `[1e-3, 1e4)`, scientific
 /// notation outside, and `0`, `nan`, `inf`, `-inf` spelled out.
@@ -79,6 +83,37 @@ pub fn severity(v: f64) -> f64 {
     } else {
         v
     }
+}
+
+/// Whether isolation measured any layer: the reports add their isolated column only then,
+/// so a run without isolation reads exactly as it did before isolation existed.
+pub fn isolation_ran(outcome: &Outcome) -> bool {
+    outcome.layers.iter().any(|l| l.isolated.is_some())
+}
+
+/// The largest isolated contributions to accumulated drift, `label(module) value` each, as a
+/// comma-separated list; the caller's `label` quotes names for its format.
+pub fn drift_contributors(drift: &Drift, label: impl Fn(&str) -> String) -> String {
+    drift
+        .contributors
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                label(module_label(&c.module)),
+                fmt_num(c.isolated_rel_to_range)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A failed gate's detail as the human reports list it: without the accumulated-drift
+/// sentence the gate appends, since their headline already says it (with the contributors).
+pub fn gate_line<'a>(gate: &'a Gate, drift: Option<&Drift>) -> &'a str {
+    drift
+        .and_then(|d| gate.detail.strip_suffix(drift_sentence(d).as_str()))
+        .unwrap_or(&gate.detail)
 }
 
 /// One band of the colour scale of error relative to range: one per decade, green to red.

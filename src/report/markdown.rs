@@ -1,12 +1,16 @@
 //! The Markdown report: a short summary for a pull-request comment or a CI job summary. The
 //! verdict, the first divergence with its Python source line, the worst layers (ten at most),
 //! coverage and how many unpaired values nothing explains; the HTML and JSON reports hold the
-//! rest.
+//! rest. When isolation ran, the worst-layers table has an isolated column and the verdict
+//! names accumulated drift where no layer fails on its own; without it the summary is as it
+//! was before isolation existed.
 //!
 //! Every model-supplied string goes into a code span (where Markdown renders markup as text),
 //! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
 
-use super::format::{file_name, fmt_num, module_label, severity};
+use super::format::{
+    drift_contributors, file_name, fmt_num, gate_line, isolation_ran, module_label, severity,
+};
 use super::{Format, Report};
 use crate::capture::tensor::format_shape;
 use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
@@ -138,14 +142,35 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         }
         Verdict::Fail => {
             writeln!(out, "## align-check: ❌ FAIL\n")?;
-            match &outcome.first_divergence {
-                Some(d) => writeln!(out, "**First divergence:** {}.", divergence_sentence(d))?,
-                None => writeln!(out, "No layer diverges; the check failed on its gates.")?,
+            let drift = outcome.accumulated_drift.as_ref();
+            match (&outcome.first_divergence, drift) {
+                (Some(d), _) => writeln!(
+                    out,
+                    "**First divergence:** {}{}.",
+                    divergence_sentence(d),
+                    in_isolation(outcome, d.layer_index)
+                )?,
+                (None, Some(drift)) => {
+                    write!(
+                        out,
+                        "**Accumulated drift:** no layer fails in isolation; many small differences add up"
+                    )?;
+                    if drift.contributors.is_empty() {
+                        writeln!(out, ".")?;
+                    } else {
+                        writeln!(
+                            out,
+                            " (largest isolated error, of range: {}).",
+                            drift_contributors(drift, code)
+                        )?;
+                    }
+                }
+                (None, None) => writeln!(out, "No layer diverges; the check failed on its gates.")?,
             }
             if outcome.failed_gates().next().is_some() {
                 writeln!(out)?;
                 for g in outcome.failed_gates() {
-                    writeln!(out, "- {}", text(&g.detail))?;
+                    writeln!(out, "- {}", text(gate_line(g, drift)))?;
                 }
             }
             if outcome.divergence_origins.len() > 1 {
@@ -163,6 +188,13 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
             }
         }
     }
+    if let Some(error) = outcome.isolation.as_ref().and_then(|i| i.error.as_ref()) {
+        writeln!(
+            out,
+            "\n> Isolation could not run: {}; origins judged from accumulated error.",
+            text(error)
+        )?;
+    }
     for line in &outcome.training_mode {
         writeln!(
             out,
@@ -173,8 +205,20 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What the first divergence's sentence adds when isolation measured it: its error on its own.
+fn in_isolation(outcome: &Outcome, index: usize) -> String {
+    match outcome.layers.get(index).and_then(|l| l.isolated.as_ref()) {
+        Some(iso) if !iso.pass => format!(
+            "; fails in isolation too ({} of range)",
+            fmt_num(iso.rel_to_range)
+        ),
+        Some(iso) => format!("; {} of range in isolation", fmt_num(iso.rel_to_range)),
+        None => String::new(),
+    }
+}
+
 /// The table of the worst layers by error relative to range (NaN first), at most
-/// `WORST_ROWS`.
+/// `WORST_ROWS`, with each one's isolated error when isolation ran.
 fn worst_layers(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     let mut worst: Vec<&LayerResult> = outcome.layers.iter().collect();
     worst.sort_by(|a, b| {
@@ -192,15 +236,26 @@ fn worst_layers(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         outcome.layers.len(),
         outcome.layers.iter().filter(|l| l.fails()).count()
     )?;
+    let isolated = isolation_ran(outcome);
+    let (head, rule) = if isolated {
+        (" isolated |", "--:|")
+    } else {
+        ("", "")
+    };
     writeln!(
         out,
-        "| # | module | class | ONNX node | op | shape | max abs | error / range | verdict |"
+        "| # | module | class | ONNX node | op | shape | max abs | error / range |{head} verdict |"
     )?;
-    writeln!(out, "|--:|---|---|---|---|---|--:|--:|---|")?;
+    writeln!(out, "|--:|---|---|---|---|---|--:|--:|{rule}---|")?;
     for l in worst {
+        let cell = match (isolated, &l.isolated) {
+            (false, _) => String::new(),
+            (true, None) => " - |".to_string(),
+            (true, Some(iso)) => format!(" {} |", fmt_num(iso.rel_to_range)),
+        };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |{} {} |",
             l.index,
             code(module_label(&l.module)),
             text(&l.module_type),
@@ -209,7 +264,15 @@ fn worst_layers(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
             format_shape(&l.cmp.shape),
             fmt_num(l.cmp.max_abs),
             fmt_num(l.cmp.rel_to_range),
+            cell,
             verdict_cell(l)
+        )?;
+    }
+    if isolated {
+        writeln!(
+            out,
+            "\n*isolated*: the error the layer's own ONNX computation adds when fed PyTorch's values; \
+             FAIL (accumulated): passes in isolation, its error comes from upstream."
         )?;
     }
     Ok(())

@@ -4,8 +4,14 @@
 //! Without `--all` the table shows the layers around the first divergence and the worst N
 //! by error relative to range, with a line saying how many rows were left out. Colour is
 //! used only when stdout is a terminal and `NO_COLOR` is unset.
+//!
+//! When isolation ran, the table gains one column (each layer's isolated error) and the
+//! verdict says where the error starts, or that it is accumulated drift; when it did not,
+//! the report is exactly what it was before isolation existed, since scripts read it.
 
-use super::format::{fmt_num, growth, module_label, severity, snr};
+use super::format::{
+    drift_contributors, fmt_num, gate_line, growth, isolation_ran, module_label, severity, snr,
+};
 use super::Report;
 use crate::capture::tensor::format_shape;
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
@@ -126,9 +132,9 @@ fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
             )?;
         }
         Verdict::Fail => {
-            let first = match &outcome.first_divergence {
-                Some(d) => format!(
-                    "first divergence at {} ({}) = ONNX {} [{}]{}: error {} of range",
+            let first = match (&outcome.first_divergence, &outcome.accumulated_drift) {
+                (Some(d), _) => format!(
+                    "first divergence at {} ({}) = ONNX {} [{}]{}: error {} of range{}",
                     module_label(&d.module),
                     if d.module_type.is_empty() {
                         &d.torch_op
@@ -141,9 +147,11 @@ fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
                         .as_ref()
                         .map(|s| format!(" at {s}"))
                         .unwrap_or_default(),
-                    fmt_num(d.rel_to_range)
+                    fmt_num(d.rel_to_range),
+                    in_isolation(outcome, d.layer_index)
                 ),
-                None => outcome
+                (None, Some(drift)) => drift_headline(drift),
+                (None, None) => outcome
                     .failed_gates()
                     .map(|g| g.detail.as_str())
                     .collect::<Vec<_>>()
@@ -158,7 +166,11 @@ fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
                 writeln!(out, "  {cause}")?;
             }
             for gate in outcome.failed_gates() {
-                writeln!(out, "  - {}", gate.detail)?;
+                writeln!(
+                    out,
+                    "  - {}",
+                    gate_line(gate, outcome.accumulated_drift.as_ref())
+                )?;
             }
             if outcome.divergence_origins.len() > 1 {
                 writeln!(
@@ -175,7 +187,38 @@ fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
             }
         }
     }
+    // On a pass too: `--isolate` was asked for and did not happen.
+    if let Some(error) = outcome.isolation.as_ref().and_then(|i| i.error.as_ref()) {
+        writeln!(
+            out,
+            "  {} isolation could not run: {error}; origins judged from accumulated error",
+            paint.yellow("note:")
+        )?;
+    }
     Ok(())
+}
+
+/// What the first divergence's line adds when isolation measured it: that the layer fails on
+/// its own, which is what makes it the place the error starts.
+fn in_isolation(outcome: &Outcome, index: usize) -> String {
+    match outcome.layers.get(index).and_then(|l| l.isolated.as_ref()) {
+        Some(iso) => format!(" ({} in isolation)", fmt_num(iso.rel_to_range)),
+        None => String::new(),
+    }
+}
+
+/// The verdict line when layers or outputs fail but none fails on its own: there is no
+/// first divergence to name, so it names the layers that add the most error instead.
+fn drift_headline(drift: &crate::outcome::Drift) -> String {
+    let mut line =
+        "accumulated drift: no layer fails in isolation, many small differences add up".to_string();
+    if !drift.contributors.is_empty() {
+        line.push_str(&format!(
+            "; largest isolated error, of range: {}",
+            drift_contributors(drift, str::to_string)
+        ));
+    }
+    line
 }
 
 /// The layer table: the chosen rows, a line for each run of rows left out, and how many
@@ -187,8 +230,9 @@ fn table(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let rows = chosen_rows(outcome, opts);
+    let isolated = isolation_ran(outcome);
     let header = format!(
-        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
+        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9}{} {:>8} {:>7}  {}",
         "#",
         "module",
         "class",
@@ -197,6 +241,11 @@ fn table(
         "shape",
         "max abs",
         "rel/range",
+        if isolated {
+            format!(" {:>9}", "isolated")
+        } else {
+            String::new()
+        },
         "cosine",
         "SNR dB",
         "verdict"
@@ -214,7 +263,7 @@ fn table(
             }
         }
         last = Some(i);
-        layer_row(i, &outcome.layers[i], paint, out)?;
+        layer_row(i, &outcome.layers[i], isolated, paint, out)?;
     }
     if let Some(prev) = last {
         if prev + 1 < outcome.layers.len() {
@@ -241,10 +290,28 @@ fn table(
             ))
         )?;
     }
+    if isolated {
+        writeln!(
+            out,
+            "{}",
+            paint.dim(
+                "isolated: the error a layer's own ONNX computation adds when fed PyTorch's values; \
+                 FAIL (accumulated): passes in isolation, its error comes from upstream"
+            )
+        )?;
+    }
     Ok(())
 }
 
-fn layer_row(i: usize, l: &LayerResult, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+/// One layer's row; `isolated` adds the isolated error column (`-` where isolation could not
+/// compute this layer), red where the layer fails on its own.
+fn layer_row(
+    i: usize,
+    l: &LayerResult,
+    isolated: bool,
+    paint: &Paint,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let verdict = match l.status() {
         LayerStatus::Ok => paint.green("ok"),
         LayerStatus::Origin => paint.red("FAIL"),
@@ -252,9 +319,21 @@ fn layer_row(i: usize, l: &LayerResult, paint: &Paint, out: &mut dyn Write) -> i
         LayerStatus::Accumulated => paint.red("FAIL (accumulated)"),
         LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
     };
+    let isolated = match (isolated, &l.isolated) {
+        (false, _) => String::new(),
+        (true, None) => format!(" {:>9}", "-"),
+        (true, Some(iso)) => {
+            let cell = format!(" {:>9}", fmt_num(iso.rel_to_range));
+            if iso.pass {
+                cell
+            } else {
+                paint.red(&cell)
+            }
+        }
+    };
     writeln!(
         out,
-        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9} {:>8} {:>7}  {}",
+        "{:>4}  {:<28} {:<14} {:<30} {:<12} {:<14} {:>9} {:>9}{} {:>8} {:>7}  {}",
         i,
         truncate(module_label(&l.module), 28),
         truncate(&l.module_type, 14),
@@ -263,6 +342,7 @@ fn layer_row(i: usize, l: &LayerResult, paint: &Paint, out: &mut dyn Write) -> i
         truncate(&format_shape(&l.cmp.shape), 14),
         fmt_num(l.cmp.max_abs),
         fmt_num(l.cmp.rel_to_range),
+        isolated,
         fmt_num(l.cmp.cosine),
         snr(l.cmp.snr_db),
         verdict
@@ -420,13 +500,17 @@ fn timing_and_unpaired(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()>
     let t = &outcome.timing;
     writeln!(
         out,
-        "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, reports {:.3}s, total {:.3}s",
+        "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, {}reports {:.3}s, total {:.3}s",
         t.load_s,
         t.torch_run_s,
         t.onnx_run_s,
         t.onnx_runs,
         t.pairing_s,
         t.statistics_s,
+        match &outcome.isolation {
+            Some(i) => format!("isolation {:.3}s ({} run(s)), ", t.isolation_s, i.runs),
+            None => String::new(),
+        },
         t.reports_s,
         t.total_s
     )?;

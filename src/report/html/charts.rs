@@ -32,6 +32,8 @@ const PASS: RGBColor = RGBColor(44, 110, 180);
 const FAIL: RGBColor = RGBColor(200, 40, 40);
 const INHERITED: RGBColor = RGBColor(235, 140, 120);
 const TOLERANCE: RGBColor = RGBColor(60, 150, 70);
+/// The isolated-error curve: apart from the blues and reds of the accumulated one.
+const ISOLATED: RGBColor = RGBColor(118, 42, 131);
 const GRID: RGBColor = RGBColor(232, 232, 232);
 const FONT: &str = "sans-serif";
 
@@ -87,6 +89,10 @@ struct NetworkPoint {
     fails: bool,
     /// Failing because of an upstream layer only.
     inherited: bool,
+    /// The worst error in isolation, where isolation measured some layer of the point.
+    isolated: Option<f64>,
+    /// Some layer of the point fails in isolation.
+    isolated_fails: bool,
 }
 
 fn network_points(layers: &[LayerResult]) -> (Vec<NetworkPoint>, usize) {
@@ -114,8 +120,18 @@ fn network_points(layers: &[LayerResult]) -> (Vec<NetworkPoint>, usize) {
                 inherited: fails
                     && chunk.iter().all(|l| {
                         l.cmp.pass
-                            || matches!(l.status(), LayerStatus::Inherited | LayerStatus::Accumulated)
+                            || matches!(
+                                l.status(),
+                                LayerStatus::Inherited | LayerStatus::Accumulated
+                            )
                     }),
+                isolated: chunk
+                    .iter()
+                    .filter_map(|l| l.isolated.as_ref().map(|i| i.rel_to_range))
+                    .max_by(|a, b| severity(*a).total_cmp(&severity(*b))),
+                isolated_fails: chunk
+                    .iter()
+                    .any(|l| l.isolated.as_ref().is_some_and(|i| !i.pass)),
             }
         })
         .collect();
@@ -137,22 +153,42 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
+/// Height of the legend strip above the network chart, drawn only with the isolated curve.
+const LEGEND_HEIGHT: u32 = 26;
+
 /// Error relative to range of every paired layer in execution order, on a log axis, with each
-/// layer's tolerance as a line, failing layers in red and the first divergence marked.
+/// layer's tolerance as a line, failing layers in red and the first divergence marked. Where
+/// isolation ran, each layer's error in isolation is a second, dashed curve on the same axis,
+/// with a legend above the plot (not over it, where it would hide layers).
 /// Returns the SVG and how many layers each point stands for.
 pub fn error_along_network(
     layers: &[LayerResult],
     first_divergence: Option<(usize, &str)>,
 ) -> Result<(String, usize)> {
     let (points, bucket) = network_points(layers);
-    let (lo, hi) = log_bounds(
-        points
-            .iter()
-            .flat_map(|p| [p.error, p.tolerance.unwrap_or(0.0)]),
-    );
+    let isolated = points.iter().any(|p| p.isolated.is_some());
+    let (lo, hi) = log_bounds(points.iter().flat_map(|p| {
+        [
+            p.error,
+            p.tolerance.unwrap_or(0.0),
+            p.isolated.unwrap_or(0.0),
+        ]
+    }));
     let n = layers.len().max(1) as f64;
-    let chart_svg = svg((1300, 360), |root| {
-        let mut chart = ChartBuilder::on(root)
+    let size = if isolated {
+        (1300, 360 + LEGEND_HEIGHT)
+    } else {
+        (1300, 360)
+    };
+    let chart_svg = svg(size, |root| {
+        let plot = if isolated {
+            let (legend, plot) = root.split_vertically(LEGEND_HEIGHT);
+            network_legend(&legend)?;
+            plot
+        } else {
+            root.clone()
+        };
+        let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .margin_right(24)
             .x_label_area_size(36)
@@ -194,6 +230,9 @@ pub fn error_along_network(
                 .map_err(err)?;
         }
 
+        if isolated {
+            isolated_curve(&mut chart, &points, (lo, hi))?;
+        }
         chart
             .draw_series(LineSeries::new(
                 points.iter().map(|p| (p.x, on_log_axis(p.error, hi))),
@@ -254,6 +293,126 @@ pub fn error_along_network(
         Ok(())
     })?;
     Ok((chart_svg, bucket))
+}
+
+type NetworkChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<
+        plotters::coord::types::RangedCoordf64,
+        plotters::coord::combinators::LogCoord<f64>,
+    >,
+>;
+
+/// The isolated error of every point as a dashed curve through small triangles, large where a
+/// layer fails on its own. An isolated error of 0 (the layer's computation is exact when fed
+/// PyTorch's values: a ReLU, a reshape) has no place on a log axis and adds nothing, so it
+/// gets no point and the curve goes on past it; without that every exact layer between two
+/// Linear layers would pull the curve to the floor and back. The curve is broken where
+/// isolation measured no layer of a point.
+fn isolated_curve(
+    chart: &mut NetworkChart,
+    points: &[NetworkPoint],
+    (lo, hi): (f64, f64),
+) -> Result<()> {
+    let y = |v: f64| {
+        if v.is_nan() || v.is_infinite() {
+            hi
+        } else {
+            v.clamp(lo, hi)
+        }
+    };
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    let mut marks = Vec::new();
+    for p in points {
+        match p.isolated {
+            Some(0.0) => {}
+            Some(v) => {
+                runs.last_mut().expect("never empty").push((p.x, y(v)));
+                marks.push(((p.x, y(v)), p.isolated_fails));
+            }
+            None => runs.push(Vec::new()),
+        }
+    }
+    for run in runs.into_iter().filter(|r| r.len() > 1) {
+        chart
+            .draw_series(DashedLineSeries::new(run, 6, 4, ISOLATED.stroke_width(2)))
+            .map_err(err)?;
+    }
+    // Triangles, not circles: the accumulated curve's points are the circles.
+    chart
+        .draw_series(marks.into_iter().map(|(at, fails)| {
+            if fails {
+                TriangleMarker::new(at, 6, ISOLATED.filled())
+            } else {
+                TriangleMarker::new(at, 3, ISOLATED.mix(0.8).filled())
+            }
+        }))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The lines the network chart's legend shows a sample of.
+#[derive(Clone, Copy)]
+enum LegendSample {
+    Accumulated,
+    Isolated,
+    Tolerance,
+}
+
+/// The legend strip of the network chart: a sample of each line and what it is.
+fn network_legend(area: &DrawingArea<SVGBackend, Shift>) -> Result<()> {
+    let y = LEGEND_HEIGHT as i32 / 2 + 2;
+    let text = TextStyle::from((FONT, 12).into_font()).color(&INK).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Left,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    // Left edge of the plot: the chart's margin plus its y label area.
+    let mut x = 76;
+    for (sample, label) in [
+        (LegendSample::Accumulated, "error (accumulated, as run)"),
+        (
+            LegendSample::Isolated,
+            "error in isolation (its own ONNX computation fed PyTorch's values; large ▲: fails on its own)",
+        ),
+        (LegendSample::Tolerance, "tolerance"),
+    ] {
+        legend_sample(area, sample, (x, y))?;
+        area.draw(&Text::new(label, (x + 34, y), text.clone()))
+            .map_err(err)?;
+        // Text width is the viewer's business; about 5.5 pixels a character at this size.
+        x += 34 + label.chars().count() as i32 * 11 / 2 + 24;
+    }
+    Ok(())
+}
+
+/// A 26-pixel sample of one line of the network chart, drawn as the chart draws it.
+fn legend_sample(
+    area: &DrawingArea<SVGBackend, Shift>,
+    sample: LegendSample,
+    (x, y): (i32, i32),
+) -> Result<()> {
+    let line = |from: i32, to: i32, style: ShapeStyle| {
+        area.draw(&PathElement::new(vec![(x + from, y), (x + to, y)], style))
+            .map_err(err)
+    };
+    match sample {
+        LegendSample::Accumulated => {
+            line(0, 26, PASS.mix(0.5).stroke_width(1))?;
+            area.draw(&Circle::new((x + 13, y), 3, PASS.filled()))
+                .map_err(err)
+        }
+        LegendSample::Isolated => {
+            for dash in [0, 10, 20] {
+                line(dash, dash + 6, ISOLATED.stroke_width(2))?;
+            }
+            area.draw(&TriangleMarker::new((x + 13, y), 3, ISOLATED.filled()))
+                .map_err(err)
+        }
+        LegendSample::Tolerance => line(0, 26, TOLERANCE.stroke_width(1)),
+    }
 }
 
 /// The layer's log-binned histogram of |ONNX - ref| (bins as `stats::Histogram::labels`),

@@ -4,15 +4,20 @@
 //! Strings here are raw (a module name is the module name): the template escapes every one of
 //! them on output. The only pre-rendered markup is the charts' SVG, which plotters produced
 //! with its text escaped; the template marks exactly those fields safe.
+//!
+//! Isolation shows only where it ran (`show_isolated`, `drift`, `isolation`), so that the
+//! page of a run without it is the page it always was.
 
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::capture::tensor::format_shape;
 use crate::outcome::{
-    Comparison, CoverageReport, Divergence, Environment, LayerResult, Outcome, Timing,
-    ToleranceInfo, Verdict,
+    Comparison, CoverageReport, Divergence, Drift, Environment, Isolated, IsolationReport,
+    LayerResult, Outcome, ToleranceInfo, Verdict,
 };
-use crate::report::format::{band_of, bytes, file_name, fmt_num, module_label, snr, BANDS};
+use crate::report::format::{
+    band_of, bytes, file_name, fmt_num, gate_line, isolation_ran, module_label, snr, BANDS,
+};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -26,7 +31,14 @@ pub struct Page {
     pub divergence: Option<DivergenceView>,
     /// Divergence origins after the first (independent branches).
     pub other_origins: Vec<DivergenceView>,
+    /// The failed gates' details, without the drift sentence `drift` says in full.
     pub gate_failures: Vec<String>,
+    /// Accumulated drift: failures with no layer failing in isolation.
+    pub drift: Option<DriftView>,
+    /// Present when isolation ran (or was asked for and could not).
+    pub isolation: Option<IsolationView>,
+    /// Whether the table has an isolated column and the network chart an isolated curve.
+    pub show_isolated: bool,
     /// What runs in training mode, under `--allow-training-mode`.
     pub training_mode: Vec<String>,
     pub models: Vec<FileView>,
@@ -85,6 +97,30 @@ pub struct DivergenceView {
     pub max_abs: String,
     /// Why it fails beyond its error (a reduced-precision overflow), when known.
     pub cause: Option<String>,
+    /// Its error in isolation, when isolation measured it.
+    pub isolated: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DriftView {
+    /// The largest isolated contributions, largest first.
+    pub contributors: Vec<ContributorView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ContributorView {
+    pub index: usize,
+    pub module: String,
+    pub rel: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct IsolationView {
+    pub reason: String,
+    pub fed_values: usize,
+    pub isolated_layers: usize,
+    pub runs: usize,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -177,6 +213,11 @@ pub struct Row {
     pub mismatch: String,
     pub mismatch_key: String,
     pub colour: &'static str,
+    /// Error in isolation (`-` where isolation could not compute it), its sort key (below
+    /// every number when missing) and colour class (none when missing).
+    pub isolated: String,
+    pub isolated_key: String,
+    pub isolated_colour: &'static str,
     pub status: &'static str,
 }
 
@@ -246,7 +287,7 @@ fn tolerance_view(t: &ToleranceInfo) -> ToleranceView {
     }
 }
 
-fn divergence_view(d: &Divergence) -> DivergenceView {
+fn divergence_view(d: &Divergence, layers: &[LayerResult]) -> DivergenceView {
     DivergenceView {
         index: d.layer_index,
         module: module_label(&d.module).to_string(),
@@ -258,6 +299,34 @@ fn divergence_view(d: &Divergence) -> DivergenceView {
         rel: fmt_num(d.rel_to_range),
         max_abs: fmt_num(d.max_abs),
         cause: d.cause.clone(),
+        isolated: layers
+            .get(d.layer_index)
+            .and_then(|l| l.isolated.as_ref())
+            .map(|iso| fmt_num(iso.rel_to_range)),
+    }
+}
+
+fn drift_view(drift: &Drift) -> DriftView {
+    DriftView {
+        contributors: drift
+            .contributors
+            .iter()
+            .map(|c| ContributorView {
+                index: c.layer_index,
+                module: module_label(&c.module).to_string(),
+                rel: fmt_num(c.isolated_rel_to_range),
+            })
+            .collect(),
+    }
+}
+
+fn isolation_view(i: &IsolationReport) -> IsolationView {
+    IsolationView {
+        reason: i.reason.clone(),
+        fed_values: i.fed_values,
+        isolated_layers: i.isolated_layers,
+        runs: i.runs,
+        error: i.error.clone(),
     }
 }
 
@@ -297,12 +366,25 @@ fn row(l: &LayerResult) -> Row {
         mismatch: format!("{:.2}%", c.mismatch_ratio * 100.0),
         mismatch_key: sort_key(c.mismatch_ratio),
         colour: band_of(c.rel_to_range).class,
+        isolated: l
+            .isolated
+            .as_ref()
+            .map_or("-".to_string(), |iso| fmt_num(iso.rel_to_range)),
+        isolated_key: l
+            .isolated
+            .as_ref()
+            .map_or("-1e999".to_string(), |iso| sort_key(iso.rel_to_range)),
+        isolated_colour: l
+            .isolated
+            .as_ref()
+            .map_or("", |iso| band_of(iso.rel_to_range).class),
         status: l.status().as_str(),
     }
 }
 
-/// The statistics a detail section lists next to its charts.
-fn detail_facts(c: &Comparison) -> Vec<Fact> {
+/// The statistics a detail section lists next to its charts, with the error in isolation
+/// when isolation measured it.
+fn detail_facts(c: &Comparison, isolated: Option<&Isolated>) -> Vec<Fact> {
     let tol = charts::tolerance_abs(c);
     let mut facts = vec![
         Fact {
@@ -317,6 +399,23 @@ fn detail_facts(c: &Comparison) -> Vec<Fact> {
             label: "error / range",
             value: fmt_num(c.rel_to_range),
         },
+    ];
+    if let Some(iso) = isolated {
+        facts.push(Fact {
+            label: "error / range in isolation",
+            value: format!(
+                "{} (max abs {}){}",
+                fmt_num(iso.rel_to_range),
+                fmt_num(iso.max_abs),
+                match (iso.pass, c.pass) {
+                    (false, _) => ": fails on its own",
+                    (true, false) => ": passes on its own, the error comes from upstream",
+                    (true, true) => ": within tolerance",
+                }
+            ),
+        });
+    }
+    facts.extend([
         Fact {
             label: "mean abs / RMSE",
             value: format!("{} / {}", fmt_num(c.mean_abs), fmt_num(c.rmse)),
@@ -338,7 +437,7 @@ fn detail_facts(c: &Comparison) -> Vec<Fact> {
                 fmt_num(c.tol.rtol)
             ),
         },
-    ];
+    ]);
     let nonfinite = c.nan_ref + c.nan_test + c.inf_ref + c.inf_test;
     if nonfinite > 0 {
         facts.push(Fact {
@@ -385,7 +484,7 @@ fn details(outcome: &Outcome) -> Result<Vec<DetailView>> {
             shape: format_shape(&l.cmp.shape),
             source: l.source.clone(),
             status: l.status().as_str(),
-            facts: detail_facts(&l.cmp),
+            facts: detail_facts(&l.cmp, l.isolated.as_ref()),
             charts: svgs,
         });
     }
@@ -412,14 +511,23 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
             Verdict::Fail => "fail",
         },
         summary: summary(outcome),
-        divergence: outcome.first_divergence.as_ref().map(divergence_view),
+        divergence: outcome
+            .first_divergence
+            .as_ref()
+            .map(|d| divergence_view(d, &outcome.layers)),
         other_origins: outcome
             .divergence_origins
             .iter()
             .skip(1)
-            .map(divergence_view)
+            .map(|d| divergence_view(d, &outcome.layers))
             .collect(),
-        gate_failures: outcome.failed_gates().map(|g| g.detail.clone()).collect(),
+        gate_failures: outcome
+            .failed_gates()
+            .map(|g| gate_line(g, outcome.accumulated_drift.as_ref()).to_string())
+            .collect(),
+        drift: outcome.accumulated_drift.as_ref().map(drift_view),
+        isolation: outcome.isolation.as_ref().map(isolation_view),
+        show_isolated: isolation_ran(outcome),
         training_mode: outcome.training_mode.clone(),
         models: models(outcome),
         inputs: inputs(outcome),
@@ -431,7 +539,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         tolerances,
         other_tolerances,
         versions: versions(&outcome.environment),
-        timing: timing(&outcome.timing),
+        timing: timing(outcome),
         outputs: outputs(outcome),
         network_chart,
         network_bucket,
@@ -546,7 +654,13 @@ fn versions(e: &Environment) -> Vec<Fact> {
     ]
 }
 
-fn timing(t: &Timing) -> Vec<Fact> {
+/// Stage times; isolation's only when it ran.
+fn timing(outcome: &Outcome) -> Vec<Fact> {
+    let t = &outcome.timing;
+    let isolation = outcome
+        .isolation
+        .as_ref()
+        .map(|_| ("isolation", t.isolation_s));
     [
         ("total", t.total_s),
         ("loading", t.load_s),
@@ -556,6 +670,7 @@ fn timing(t: &Timing) -> Vec<Fact> {
         ("statistics", t.statistics_s),
     ]
     .into_iter()
+    .chain(isolation)
     .map(|(label, s)| Fact {
         label,
         value: seconds(s),
