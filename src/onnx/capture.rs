@@ -243,13 +243,37 @@ impl OnnxRunner {
         group_bytes: Option<u64>,
     ) -> Result<Capture> {
         let feed = match_inputs(&self.path, &self.specs, inputs)?;
+        let mut fetched = self.fetch(&feed, keep, group_bytes)?;
+        let mut described = Described {
+            values: Vec::new(),
+            uncapturable: self.uncapturable.clone(),
+            ids: HashMap::new(),
+        };
+        self.describe_inputs(&feed, keep, &mut described)?;
+        self.describe_node_outputs(&mut fetched, &mut described)?;
+        self.describe_graph_outputs(&mut fetched, &mut described);
+        Ok(Capture {
+            side: Side::Onnx,
+            values: described.values,
+            uncapturable: described.uncapturable,
+        })
+    }
+
+    /// Every value of the fetch list, by name, from one run or one run per group; a value
+    /// the run could not hand back holds the reason.
+    fn fetch(
+        &mut self,
+        feed: &[&HostTensor],
+        keep: &Keep,
+        group_bytes: Option<u64>,
+    ) -> Result<Fetched> {
         let group_bytes = match self.sessions {
             Sessions::All(_) => None,
             Sessions::PerGroup { .. } => group_bytes,
         };
         let groups = self.groups(self.fetch_list(), group_bytes);
         self.runs_last_capture = groups.len();
-        let mut fetched: HashMap<String, Result<(DType, Vec<usize>, Stored)>> = HashMap::new();
+        let mut fetched: Fetched = HashMap::new();
         for group in &groups {
             // One session per group under a budget, dropped (with what it allocated) before
             // the next one is built.
@@ -261,7 +285,7 @@ impl OnnxRunner {
                     bail!("internal error: no session for a group")
                 }
             };
-            let mut results = run(session, &self.path, &self.specs, &feed)?;
+            let mut results = run(session, &self.path, &self.specs, feed)?;
             for name in group {
                 // Taking the ort value out of the map frees it as soon as it is converted.
                 let taken = match results.remove(name) {
@@ -276,16 +300,15 @@ impl OnnxRunner {
                 fetched.insert(name.clone(), taken);
             }
         }
+        Ok(fetched)
+    }
 
-        let mut values: Vec<CapturedValue> = Vec::new();
-        let mut uncapturable = self.uncapturable.clone();
-        // Tensor name -> id of the captured value holding it.
-        let mut ids: HashMap<String, usize> = HashMap::new();
-
-        for (i, (spec, tensor)) in self.specs.iter().zip(&feed).enumerate() {
-            ids.insert(spec.name.clone(), values.len());
-            values.push(CapturedValue {
-                id: values.len(),
+    /// The graph inputs, first in the capture, as they were fed.
+    fn describe_inputs(&self, feed: &[&HostTensor], keep: &Keep, d: &mut Described) -> Result<()> {
+        for (i, (spec, tensor)) in self.specs.iter().zip(feed).enumerate() {
+            d.ids.insert(spec.name.clone(), d.values.len());
+            d.values.push(CapturedValue {
+                id: d.values.len(),
                 name: spec.name.clone(),
                 op: "input".to_string(),
                 node: String::new(),
@@ -300,13 +323,18 @@ impl OnnxRunner {
                 tensor: Some(keep.keep((*tensor).clone())?),
             });
         }
+        Ok(())
+    }
 
+    /// Every exposed node output in execution order, with its producers among the values
+    /// described before it; one the run could not hand back is listed as uncapturable.
+    fn describe_node_outputs(&self, fetched: &mut Fetched, d: &mut Described) -> Result<()> {
         for ev in &self.exposed {
             let module = ev.scope.last().map(|l| l.path.clone()).unwrap_or_default();
             let (dtype, shape, stored) = match fetched.remove(&ev.name) {
                 Some(Ok(t)) => t,
                 Some(Err(e)) => {
-                    uncapturable.push(Uncapturable {
+                    d.uncapturable.push(Uncapturable {
                         name: ev.name.clone(),
                         op: ev.op_type.clone(),
                         module,
@@ -316,8 +344,8 @@ impl OnnxRunner {
                 }
                 None => bail!("internal error: {} was not fetched", ev.name),
             };
-            let id = values.len();
-            values.push(CapturedValue {
+            let id = d.values.len();
+            d.values.push(CapturedValue {
                 id,
                 name: ev.name.clone(),
                 op: ev.op_type.clone(),
@@ -333,19 +361,24 @@ impl OnnxRunner {
                 inputs: ev
                     .input_names
                     .iter()
-                    .filter_map(|n| ids.get(n).copied())
+                    .filter_map(|n| d.ids.get(n).copied())
                     .collect(),
                 tensor: Some(stored),
             });
-            ids.insert(ev.name.clone(), id);
+            d.ids.insert(ev.name.clone(), id);
         }
+        Ok(())
+    }
 
+    /// The graph outputs, last, each pointing at the node output it repeats (or holding its
+    /// own data when no node computes it: a graph input passed through, an initializer).
+    fn describe_graph_outputs(&self, fetched: &mut Fetched, d: &mut Described) {
         for (k, name) in self.output_names.iter().enumerate() {
-            let (dtype, shape, stored, inputs) = if let Some(&src) = ids.get(name) {
-                let v = &values[src];
+            let (dtype, shape, stored, inputs) = if let Some(&src) = d.ids.get(name) {
+                let v = &d.values[src];
                 let stored = v.tensor.clone().expect("captured values hold data");
                 (v.dtype, v.shape.clone(), stored, vec![src])
-            } else if uncapturable.iter().any(|u| &u.name == name) {
+            } else if d.uncapturable.iter().any(|u| &u.name == name) {
                 // Its node output is already listed with the reason (a sequence, say).
                 continue;
             } else {
@@ -356,7 +389,7 @@ impl OnnxRunner {
                             Some(Err(e)) => e.to_string(),
                             _ => "ONNX Runtime did not return it".to_string(),
                         };
-                        uncapturable.push(Uncapturable {
+                        d.uncapturable.push(Uncapturable {
                             name: name.clone(),
                             op: "output".to_string(),
                             module: String::new(),
@@ -366,8 +399,8 @@ impl OnnxRunner {
                     }
                 }
             };
-            values.push(CapturedValue {
-                id: values.len(),
+            d.values.push(CapturedValue {
+                id: d.values.len(),
                 name: name.clone(),
                 op: "output".to_string(),
                 node: String::new(),
@@ -382,13 +415,19 @@ impl OnnxRunner {
                 tensor: Some(stored),
             });
         }
-
-        Ok(Capture {
-            side: Side::Onnx,
-            values,
-            uncapturable,
-        })
     }
+}
+
+/// What a run handed back, by value name: the kept tensor with its type and shape, or why
+/// it could not be kept.
+type Fetched = HashMap<String, Result<(DType, Vec<usize>, Stored)>>;
+
+/// A capture being described, value by value.
+struct Described {
+    values: Vec<CapturedValue>,
+    uncapturable: Vec<Uncapturable>,
+    /// Tensor name -> id of the captured value holding it.
+    ids: HashMap<String, usize>,
 }
 
 /// Takes the initializers (with their data) out of `model`, leaving copies that carry only
