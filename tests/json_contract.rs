@@ -5,7 +5,12 @@
 mod common;
 
 use common::check_fixture;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+
+/// A key that must be there, `null` or not (serde would take a missing key for `None`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::<T>::deserialize(d)
+}
 
 #[derive(Deserialize)]
 struct Report {
@@ -18,6 +23,55 @@ struct Report {
     inputs: Vec<Input>,
     timing: serde_json::Map<String, serde_json::Value>,
     memory: Memory,
+    #[serde(deserialize_with = "present")]
+    isolation: Option<Isolation>,
+    #[serde(deserialize_with = "present")]
+    accumulated_drift: Option<Drift>,
+    #[serde(deserialize_with = "present")]
+    repro: Option<Repro>,
+}
+
+#[derive(Deserialize)]
+struct Isolation {
+    reason: String,
+    fed_values: usize,
+    isolated_layers: usize,
+    runs: usize,
+    #[serde(deserialize_with = "present")]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Isolated {
+    max_abs: Option<f64>,
+    rel_to_range: Option<f64>,
+    pass: bool,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct Drift {
+    contributors: Vec<Contributor>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct Contributor {
+    layer_index: usize,
+    module: String,
+    isolated_rel_to_range: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct Repro {
+    dir: String,
+    layer_index: usize,
+    module: String,
+    onnx_node: String,
+    nodes: usize,
+    bytes: u64,
+    isolated: Isolated,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +115,10 @@ struct Layer {
     shape: Vec<usize>,
     dtype: String,
     paired_by: String,
+    #[serde(deserialize_with = "present")]
+    isolated: Option<Isolated>,
+    #[serde(deserialize_with = "present")]
+    origin: Option<String>,
     #[serde(flatten)]
     stats: Stats,
 }
@@ -158,6 +216,22 @@ fn failing_report_follows_the_contract() {
         assert!(r.timing[key].as_f64().is_some(), "timing.{key}");
     }
     assert!(r.timing["onnx_runs"].as_u64() >= Some(1));
+    // A failing run isolates: the divergence fails on its own, and nothing was left out.
+    let iso = r.isolation.expect("a failing run isolates");
+    assert!(
+        iso.reason.contains("exceed their tolerance"),
+        "{}",
+        iso.reason
+    );
+    assert_eq!(iso.error, None);
+    assert_eq!(iso.runs, 1);
+    assert!(iso.fed_values > 0 && iso.isolated_layers == r.layers.len());
+    assert_eq!(layer.origin.as_deref(), Some("introduced"));
+    let isolated = layer.isolated.as_ref().unwrap();
+    assert!(!isolated.pass && isolated.max_abs.unwrap() > 0.0);
+    assert!(isolated.rel_to_range.unwrap() <= layer.stats.rel_to_range.unwrap() * 1.5);
+    assert!(r.accumulated_drift.is_none() && r.repro.is_none());
+    assert!(r.timing["isolation_s"].as_f64().unwrap() > 0.0);
     // Without --max-memory only the TorchScript side is spilled (every value of it at least
     // once), and the OS's peak reading is there.
     assert!(r.memory.peak_rss_bytes.unwrap() > 10 << 20);
@@ -171,6 +245,12 @@ fn passing_report_has_null_first_divergence_and_perfect_identity_stats() {
     assert_eq!(code, 0);
     assert_eq!(r.verdict, "pass");
     assert!(r.first_divergence.is_none());
+    // A clean pass does not isolate.
+    assert!(r.isolation.is_none() && r.accumulated_drift.is_none());
+    assert!(r
+        .layers
+        .iter()
+        .all(|l| l.isolated.is_none() && l.origin.is_none()));
     // An argmax and a comparison are exact on both sides on any CPU (float layers differ in
     // the last bits between machines' kernels): identical tensors give zero error and
     // infinite SNR, which JSON carries as null.
