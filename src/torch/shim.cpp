@@ -453,22 +453,18 @@ void write_hazards(torch::jit::Block* block, bool& first_training, bool& first_c
   }
 }
 
-Plan* build_plan(const std::string& path) {
-  auto plan = std::make_unique<Plan>();
-  // Parameters saved from a GPU are mapped to the CPU, where align-check runs the model.
-  plan->module = torch::jit::load(path, c10::Device(c10::kCPU));
-  const bool saved_training = plan->module.is_training();
-  plan->module.eval();
-
-  auto& forward = torch::jit::toGraphFunction(plan->module.get_method("forward").function());
+// The plan's graph is a copy, so the module's own forward stays as saved for ac_forward.
+std::shared_ptr<torch::jit::Graph> inlined_forward(const torch::jit::Module& module) {
+  auto& forward = torch::jit::toGraphFunction(module.get_method("forward").function());
   std::shared_ptr<torch::jit::Graph> graph = forward.graph()->copy();
   inline_everything(*graph);
+  return graph;
+}
 
-  std::ostringstream meta;
-  meta << "{\"inputs\":[";
-  auto graph_inputs = graph->inputs();
-  std::unordered_map<const Value*, size_t> ids;
-  std::vector<Value*> captured;
+// The Rust side reads what to pass from the "inputs" list; tensor arguments get the first ids.
+void write_inputs(torch::jit::Graph& graph, std::unordered_map<const Value*, size_t>& ids,
+                  std::vector<Value*>& captured, std::ostringstream& meta) {
+  auto graph_inputs = graph.inputs();
   // Input 0 is `self`; the rest are the user's arguments.
   for (size_t i = 1; i < graph_inputs.size(); ++i) {
     Value* in = graph_inputs[i];
@@ -483,44 +479,42 @@ Plan* build_plan(const std::string& path) {
       captured.push_back(in);
     }
   }
-  plan->n_user_inputs = graph_inputs.size() - 1;
-  meta << "],\"values\":[";
+}
 
-  bool first_value = true;
-  // Inputs first, in the same order as the JSON "inputs" list.
+// Captured inputs lead the "values" list, in the "inputs" list's order, so ids match positions.
+void write_input_values(const std::vector<Value*>& captured, std::ostringstream& meta) {
   for (size_t k = 0; k < captured.size(); ++k) {
-    if (!first_value) meta << ',';
-    first_value = false;
+    if (k > 0) meta << ',';
     meta << "{\"name\":";
     json_escape(meta, captured[k]->debugName());
     meta << ",\"op\":\"input\",\"hierarchy\":\"\",\"source\":\"\",\"block\":\"\",\"inputs\":[]}";
   }
-  collect_values(graph->block(), "", unique_type_paths(plan->module), ids, captured, meta);
+}
+
+// Inputs in another float type (a float16 ONNX model's) are converted to the module's own.
+std::string parameter_dtype(const torch::jit::Module& module) {
+  // The element type the module computes in is that of its first floating-point parameter.
+  for (const auto& p : module.parameters()) {
+    if (at::isFloatingType(p.scalar_type())) return c10::toString(p.scalar_type());
+  }
+  return "";
+}
+
+// One walk of the graph fills both hazard lists: `"training_ops":[...],"cuda_ops":[...]`.
+std::string hazard_lists(torch::jit::Block* block) {
   std::ostringstream training, cuda;
   bool first_training = true, first_cuda = true;
-  write_hazards(graph->block(), first_training, first_cuda, training, cuda);
-  meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
-  // The element type the module computes in, from its first floating-point parameter: inputs
-  // in another float type (a float16 ONNX model's) are converted to it.
-  std::string parameter_dtype;
-  for (const auto& p : plan->module.parameters()) {
-    if (at::isFloatingType(p.scalar_type())) {
-      parameter_dtype = c10::toString(p.scalar_type());
-      break;
-    }
-  }
-  meta << ",\"parameter_dtype\":";
-  json_escape(meta, parameter_dtype);
-  meta << ",\"training_ops\":[" << training.str() << "],\"cuda_ops\":[" << cuda.str();
-  meta << "],\"modules\":[";
-  write_modules(plan->module, meta);
-  meta << "],\"outputs\":[";
+  write_hazards(block, first_training, first_cuda, training, cuda);
+  return "\"training_ops\":[" + training.str() + "],\"cuda_ops\":[" + cuda.str() + "]";
+}
 
-  // Which captured values the original graph returns, so outputs can point at their
-  // producer. Tuples and lists built in the graph are looked through one level.
-  std::vector<Value*> original_outputs(graph->outputs().begin(), graph->outputs().end());
+// Each returned leaf names the captured value that produced it, so an output links to its layer.
+void write_outputs(torch::jit::Graph& graph, const std::unordered_map<const Value*, size_t>& ids,
+                   std::ostringstream& meta) {
+  // Tuples and lists built in the graph are looked through one level; a leaf that is not a
+  // captured tensor is null.
   bool first_out = true;
-  for (Value* o : original_outputs) {
+  for (Value* o : graph.outputs()) {
     std::vector<const Value*> leaves;
     Node* n = o->node();
     if (n->kind() == c10::prim::TupleConstruct || n->kind() == c10::prim::ListConstruct) {
@@ -535,28 +529,61 @@ Plan* build_plan(const std::string& path) {
       if (it == ids.end()) meta << "null"; else meta << it->second;
     }
   }
-  meta << "]}";
+}
 
+// Observe nodes hand each captured value to the sink as it is computed, tagged with its id.
+void insert_observers(torch::jit::Graph& graph, const std::vector<Value*>& captured) {
   // An observe node right after each captured value's producer (graph inputs: before the
   // first node, one after the other so they fire in argument order), carrying the value's
   // position in the metadata as its id. Values fire in execution order, which the Rust side
   // keeps.
   static const c10::Symbol observe_op = c10::Symbol::fromQualString("align_check::observe");
-  Node* inputs_end = graph->param_node();
+  Node* inputs_end = graph.param_node();
   for (size_t id = 0; id < captured.size(); ++id) {
     Value* v = captured[id];
     bool is_input = v->node()->kind() == c10::prim::Param;
     Node* after = is_input ? inputs_end : v->node();
     torch::jit::WithInsertPoint guard(after->next());
-    Value* id_const = graph->insertConstant(static_cast<int64_t>(id));
-    Node* observe = graph->insertNode(graph->create(observe_op, {v, id_const}, 0));
+    Value* id_const = graph.insertConstant(static_cast<int64_t>(id));
+    Node* observe = graph.insertNode(graph.create(observe_op, {v, id_const}, 0));
     if (is_input) inputs_end = observe;
   }
+}
 
+// Everything the Rust side needs is built once per load: the metadata JSON and the capture graph.
+Plan* build_plan(const std::string& path) {
+  auto plan = std::make_unique<Plan>();
+  // Parameters saved from a GPU are mapped to the CPU, where align-check runs the model.
+  plan->module = torch::jit::load(path, c10::Device(c10::kCPU));
+  const bool saved_training = plan->module.is_training();
+  plan->module.eval();
+  std::shared_ptr<torch::jit::Graph> graph = inlined_forward(plan->module);
+
+  std::ostringstream meta;
+  std::unordered_map<const Value*, size_t> ids;
+  std::vector<Value*> captured;
+  meta << "{\"inputs\":[";
+  write_inputs(*graph, ids, captured, meta);
+  meta << "],\"values\":[";
+  write_input_values(captured, meta);
+  collect_values(graph->block(), "", unique_type_paths(plan->module), ids, captured, meta);
+  const std::string hazards = hazard_lists(graph->block());
+  meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
+  meta << ",\"parameter_dtype\":";
+  json_escape(meta, parameter_dtype(plan->module));
+  meta << ',' << hazards << ",\"modules\":[";
+  write_modules(plan->module, meta);
+  meta << "],\"outputs\":[";
+  write_outputs(*graph, ids, meta);
+  meta << "]}";
+
+  // Less `self`.
+  plan->n_user_inputs = graph->inputs().size() - 1;
+  plan->n_graph_outputs = graph->outputs().size();
+  insert_observers(*graph, captured);
   plan->capture_fn = std::make_unique<torch::jit::GraphFunction>(
       "align_check_capture", graph, nullptr);
   plan->meta_json = meta.str();
-  plan->n_graph_outputs = original_outputs.size();
   return plan.release();
 }
 

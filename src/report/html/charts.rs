@@ -156,6 +156,16 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 /// Height of the legend strip above the network chart, drawn only with the isolated curve.
 const LEGEND_HEIGHT: u32 = 26;
 
+/// What every part of the network chart is placed against: the log axis's decade bounds, the
+/// number of layers along x, and how many layers each point stands for.
+#[derive(Clone, Copy)]
+struct NetworkAxes {
+    lo: f64,
+    hi: f64,
+    n: f64,
+    bucket: usize,
+}
+
 /// Error relative to range of every paired layer in execution order, on a log axis, with each
 /// layer's tolerance as a line, failing layers in red and the first divergence marked. Where
 /// isolation ran, each layer's error in isolation is a second, dashed curve on the same axis,
@@ -174,121 +184,29 @@ pub fn error_along_network(
             p.isolated.unwrap_or(0.0),
         ]
     }));
-    let n = layers.len().max(1) as f64;
+    let axes = NetworkAxes {
+        lo,
+        hi,
+        n: layers.len().max(1) as f64,
+        bucket,
+    };
     let size = if isolated {
         (1300, 360 + LEGEND_HEIGHT)
     } else {
         (1300, 360)
     };
     let chart_svg = svg(size, |root| {
-        let plot = if isolated {
-            let (legend, plot) = root.split_vertically(LEGEND_HEIGHT);
-            network_legend(&legend)?;
-            plot
-        } else {
-            root.clone()
-        };
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(-0.5..n - 0.5, (lo..hi).log_scale())
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
-            .axis_style(INK)
-            .x_desc("layer (execution order)")
-            .y_desc("max |ONNX - ref| / max |ref|")
-            .label_style((FONT, 12).into_font().color(&INK))
-            .x_label_formatter(&|x| format!("{}", x.round() as i64))
-            .y_label_formatter(&|y| format!("{y:.0e}"))
-            .draw()
-            .map_err(err)?;
-
-        // Tolerance: a step line, broken where a layer has none.
-        let mut run: Vec<(f64, f64)> = Vec::new();
-        let mut runs = Vec::new();
-        for p in &points {
-            match p.tolerance {
-                Some(t) => {
-                    let t = t.clamp(lo, hi);
-                    run.push((p.x - 0.5 * bucket as f64, t));
-                    run.push((p.x + 0.5 * bucket as f64, t));
-                }
-                None => runs.push(std::mem::take(&mut run)),
-            }
-        }
-        runs.push(run);
-        // No legend box: it would cover the first layers, where divergences often start;
-        // the page's caption says what the line is.
-        for r in runs.into_iter().filter(|r| !r.is_empty()) {
-            chart
-                .draw_series(LineSeries::new(r, TOLERANCE.stroke_width(1)))
-                .map_err(err)?;
-        }
-
+        let plot = network_plot_area(root, isolated)?;
+        let mut chart = network_chart(&plot, axes)?;
+        // Drawn back to front: the tolerance, the isolated curve, then the accumulated curve
+        // and the first divergence on top.
+        tolerance_line(&mut chart, &points, axes)?;
         if isolated {
             isolated_curve(&mut chart, &points, (lo, hi))?;
         }
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().map(|p| (p.x, on_log_axis(p.error, hi))),
-                PASS.mix(0.5).stroke_width(1),
-            ))
-            .map_err(err)?;
-        chart
-            .draw_series(points.iter().map(|p| {
-                let colour = match (p.fails, p.inherited) {
-                    (false, _) => PASS,
-                    (true, true) => INHERITED,
-                    (true, false) => FAIL,
-                };
-                let r = if p.fails { 3 } else { 2 };
-                Circle::new((p.x, on_log_axis(p.error, hi)), r, colour.filled())
-            }))
-            .map_err(err)?;
-
-        if let Some((index, label)) = first_divergence {
-            let x = index as f64;
-            chart
-                .draw_series(DashedLineSeries::new(
-                    [(x, lo), (x, hi)],
-                    5,
-                    4,
-                    FAIL.stroke_width(1),
-                ))
-                .map_err(err)?;
-            let at = layers
-                .get(index)
-                .map(|l| on_log_axis(l.cmp.rel_to_range, hi));
-            if let Some(y) = at {
-                chart
-                    .draw_series([Circle::new((x, y), 6, FAIL.stroke_width(2))])
-                    .map_err(err)?;
-            }
-            // Put the label on whichever side of the line has room.
-            let right_half = x > n / 2.0;
-            let style = TextStyle::from((FONT, 13).into_font()).color(&FAIL).pos(
-                plotters::style::text_anchor::Pos::new(
-                    if right_half {
-                        plotters::style::text_anchor::HPos::Right
-                    } else {
-                        plotters::style::text_anchor::HPos::Left
-                    },
-                    plotters::style::text_anchor::VPos::Top,
-                ),
-            );
-            let dx = if right_half { -0.01 * n } else { 0.01 * n };
-            chart
-                .draw_series([Text::new(
-                    format!("first divergence: #{index} {label}"),
-                    (x + dx, hi / 1.6),
-                    style,
-                )])
-                .map_err(err)?;
+        accumulated_curve(&mut chart, &points, hi)?;
+        if let Some(divergence) = first_divergence {
+            first_divergence_marker(&mut chart, layers, divergence, axes)?;
         }
         Ok(())
     })?;
@@ -303,6 +221,157 @@ type NetworkChart<'a, 'b> = ChartContext<
         plotters::coord::combinators::LogCoord<f64>,
     >,
 >;
+
+/// The area the network chart's plot takes: all of `root`, or what the legend strip leaves
+/// below it when the isolated curve needs a legend (drawn here, first).
+fn network_plot_area<'b>(
+    root: &DrawingArea<SVGBackend<'b>, Shift>,
+    isolated: bool,
+) -> Result<DrawingArea<SVGBackend<'b>, Shift>> {
+    if !isolated {
+        return Ok(root.clone());
+    }
+    let (legend, plot) = root.split_vertically(LEGEND_HEIGHT);
+    network_legend(&legend)?;
+    Ok(plot)
+}
+
+/// The network chart's axes and grid: layers along x, error relative to range on the log y
+/// axis.
+fn network_chart<'a, 'b>(
+    plot: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    NetworkAxes { lo, hi, n, .. }: NetworkAxes,
+) -> Result<NetworkChart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(plot)
+        .margin(12)
+        .margin_right(24)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(-0.5..n - 0.5, (lo..hi).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .axis_style(INK)
+        .x_desc("layer (execution order)")
+        .y_desc("max |ONNX - ref| / max |ref|")
+        .label_style((FONT, 12).into_font().color(&INK))
+        .x_label_formatter(&|x| format!("{}", x.round() as i64))
+        .y_label_formatter(&|y| format!("{y:.0e}"))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// Each point's tolerance as a step line, a point's width per step, broken where a layer has
+/// none (a reference of all zeros) rather than drawn to the floor.
+fn tolerance_line(
+    chart: &mut NetworkChart,
+    points: &[NetworkPoint],
+    NetworkAxes { lo, hi, bucket, .. }: NetworkAxes,
+) -> Result<()> {
+    let mut run: Vec<(f64, f64)> = Vec::new();
+    let mut runs = Vec::new();
+    for p in points {
+        match p.tolerance {
+            Some(t) => {
+                let t = t.clamp(lo, hi);
+                run.push((p.x - 0.5 * bucket as f64, t));
+                run.push((p.x + 0.5 * bucket as f64, t));
+            }
+            None => runs.push(std::mem::take(&mut run)),
+        }
+    }
+    runs.push(run);
+    // No legend box: it would cover the first layers, where divergences often start;
+    // the page's caption (or the legend strip above the plot) says what the line is.
+    for r in runs.into_iter().filter(|r| !r.is_empty()) {
+        chart
+            .draw_series(LineSeries::new(r, TOLERANCE.stroke_width(1)))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The accumulated error (as run) of every point: a faint line through circles, passing
+/// points small and blue, failing ones larger, red, or salmon where they only inherit an
+/// upstream layer's error.
+fn accumulated_curve(chart: &mut NetworkChart, points: &[NetworkPoint], hi: f64) -> Result<()> {
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().map(|p| (p.x, on_log_axis(p.error, hi))),
+            PASS.mix(0.5).stroke_width(1),
+        ))
+        .map_err(err)?;
+    chart
+        .draw_series(points.iter().map(|p| {
+            let colour = match (p.fails, p.inherited) {
+                (false, _) => PASS,
+                (true, true) => INHERITED,
+                (true, false) => FAIL,
+            };
+            let r = if p.fails { 3 } else { 2 };
+            Circle::new((p.x, on_log_axis(p.error, hi)), r, colour.filled())
+        }))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The first divergence: a dashed red line across the plot at its layer, a ring around the
+/// layer's own error (not its bucket's worst), and a label naming it.
+fn first_divergence_marker(
+    chart: &mut NetworkChart,
+    layers: &[LayerResult],
+    (index, label): (usize, &str),
+    axes: NetworkAxes,
+) -> Result<()> {
+    let NetworkAxes { lo, hi, .. } = axes;
+    let x = index as f64;
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(x, lo), (x, hi)],
+            5,
+            4,
+            FAIL.stroke_width(1),
+        ))
+        .map_err(err)?;
+    let at = layers
+        .get(index)
+        .map(|l| on_log_axis(l.cmp.rel_to_range, hi));
+    if let Some(y) = at {
+        chart
+            .draw_series([Circle::new((x, y), 6, FAIL.stroke_width(2))])
+            .map_err(err)?;
+    }
+    first_divergence_label(chart, index, label, axes)
+}
+
+/// "first divergence: #index label" near the top of the plot, on whichever side of the
+/// layer's line has room, so it does not run off the chart.
+fn first_divergence_label(
+    chart: &mut NetworkChart,
+    index: usize,
+    label: &str,
+    NetworkAxes { hi, n, .. }: NetworkAxes,
+) -> Result<()> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let x = index as f64;
+    let right_half = x > n / 2.0;
+    let anchor = Pos::new(if right_half { HPos::Right } else { HPos::Left }, VPos::Top);
+    let style = TextStyle::from((FONT, 13).into_font())
+        .color(&FAIL)
+        .pos(anchor);
+    let dx = if right_half { -0.01 * n } else { 0.01 * n };
+    chart
+        .draw_series([Text::new(
+            format!("first divergence: #{index} {label}"),
+            (x + dx, hi / 1.6),
+            style,
+        )])
+        .map_err(err)?;
+    Ok(())
+}
 
 /// The isolated error of every point as a dashed curve through small triangles, large where a
 /// layer fails on its own. An isolated error of 0 (the layer's computation is exact when fed
