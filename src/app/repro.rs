@@ -16,6 +16,7 @@ use crate::capture::tensor::{format_shape, DType, HostTensor};
 use crate::capture::{Capture, ValueRole};
 use crate::cli::config::CheckConfig;
 use crate::compare::isolation;
+use crate::compare::stats::ErrorStats;
 use crate::inputs::npz_writer::write_npz;
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment;
@@ -62,88 +63,131 @@ pub fn write(
         std::slice::from_ref(&value.name),
     )?;
     let feeds = Feeds::new(&plan, torch, onnx);
-    let mut results = run_segment(cfg, &model, &seg, &feeds)?;
-    let output = seg.outputs[0].clone();
-    let test = results
-        .remove(&output)
-        .ok_or_else(|| anyhow!("ONNX Runtime did not return `{output}`"))
-        .and_then(|v| from_ort(&v))?;
-    drop(results);
-    let stats = layer_stats(layer, torch, &test, cfg)?;
+    let stats = measure(cfg, &model, &seg, &feeds, layer, torch)?;
     if let Some(weights_dir) = &model.external_data_dir {
         crate::onnx::weights::inline_external(&mut seg.model, weights_dir)?;
     }
-
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--repro: cannot create {}", dir.display()))?;
-    let model_bytes = seg.model.encode_to_vec();
-    let file = |name: &str| dir.join(name);
-    write_file(&file("model.onnx"), &model_bytes)?;
-    let inputs = feeds.for_inputs(&seg.inputs)?;
-    let named: Vec<(&str, &HostTensor)> = inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();
-    write_npz(&file("inputs.npz"), &named).context("--repro: inputs.npz")?;
-    let expected = torch.values[layer.torch_id].data()?;
-    // NumPy has no bfloat16: PyTorch's value is compared in float64 anyway.
-    let expected = match expected.dtype() {
-        DType::Bf16 => std::borrow::Cow::Owned(
-            expected
-                .cast_float(DType::F32)
-                .expect("bfloat16 casts to float32"),
-        ),
-        _ => expected,
-    };
-    write_npz(&file("expected.npz"), &[("expected", &expected)])
-        .context("--repro: expected.npz")?;
     let isolated = Isolated {
         max_abs: stats.max_abs,
         rel_to_range: stats.rel_to_range,
         pass: stats.pass,
     };
-    let env = crate::app::check::environment(cfg.runtime.threads);
-    let config = json!({
-        "layer": module_label(&layer.module),
-        "layer_index": index,
-        "onnx_node": layer.onnx_node,
-        "onnx_op": layer.onnx_op,
-        "output": output,
-        "inputs": seg.inputs,
-        "tolerance": {"atol": stats.tol.atol, "rtol": stats.tol.rtol, "precision": layer.cmp.precision},
-        "threads": cfg.runtime.threads,
-        "custom_ops_library": cfg.runtime.ort_custom_ops.as_ref().map(|p| {
-            std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string()
-        }),
-        "align_check": {"max_abs": stats.max_abs, "rel_to_range": stats.rel_to_range, "pass": stats.pass},
-        "versions": {"align_check": env.align_check, "libtorch": env.libtorch, "onnxruntime": env.onnxruntime},
-    });
-    write_file(
-        &file("repro.json"),
-        serde_json::to_string_pretty(&config)?.as_bytes(),
-    )?;
-    write_file(&file("repro.py"), REPRO_SCRIPT.as_bytes())?;
-    let nodes = seg.model.graph.as_ref().map_or(0, |g| g.node.len());
-    let readme = readme(cfg, layer, &isolated, &named, nodes, &env);
-    write_file(&file("README.md"), readme.as_bytes())?;
-    let bytes = [
-        "model.onnx",
-        "inputs.npz",
-        "expected.npz",
-        "repro.json",
-        "repro.py",
-        "README.md",
-    ]
-    .iter()
-    .filter_map(|f| std::fs::metadata(file(f)).ok())
-    .map(|m| m.len())
-    .sum();
+    let bundle = Bundle {
+        cfg,
+        dir,
+        layer,
+        seg: &seg,
+        stats: &stats,
+    };
+    let bytes = bundle.write_files(&feeds, torch, &isolated)?;
     Ok(Some(ReproReport {
         dir: dir.display().to_string(),
         layer_index: index,
         module: layer.module.clone(),
         onnx_node: layer.onnx_node.clone(),
-        nodes,
+        nodes: seg.model.graph.as_ref().map_or(0, |g| g.node.len()),
         bytes,
         isolated,
     }))
+}
+
+/// The layer's error as the bundle's own model gives it: one run of the segment here, so that
+/// what the bundle states is what its files reproduce.
+fn measure(
+    cfg: &CheckConfig,
+    model: &crate::onnx::OnnxModel,
+    seg: &segment::Segment,
+    feeds: &Feeds,
+    layer: &LayerResult,
+    torch: &Capture,
+) -> Result<ErrorStats> {
+    let mut results = run_segment(cfg, model, seg, feeds)?;
+    let output = &seg.outputs[0];
+    let test = results
+        .remove(output)
+        .ok_or_else(|| anyhow!("ONNX Runtime did not return `{output}`"))
+        .and_then(|v| from_ort(&v))?;
+    drop(results);
+    layer_stats(layer, torch, &test, cfg)
+}
+
+/// The bundle's files for one measured layer.
+struct Bundle<'a> {
+    cfg: &'a CheckConfig,
+    dir: &'a Path,
+    layer: &'a LayerResult,
+    seg: &'a segment::Segment,
+    stats: &'a ErrorStats,
+}
+
+/// Every file of a bundle.
+const FILES: [&str; 6] = [
+    "model.onnx",
+    "inputs.npz",
+    "expected.npz",
+    "repro.json",
+    "repro.py",
+    "README.md",
+];
+
+impl Bundle<'_> {
+    /// Writes every file; returns their total size in bytes.
+    fn write_files(&self, feeds: &Feeds, torch: &Capture, isolated: &Isolated) -> Result<u64> {
+        std::fs::create_dir_all(self.dir)
+            .with_context(|| format!("--repro: cannot create {}", self.dir.display()))?;
+        let file = |name: &str| self.dir.join(name);
+        write_file(&file("model.onnx"), &self.seg.model.encode_to_vec())?;
+        let inputs = feeds.for_inputs(&self.seg.inputs)?;
+        let named: Vec<(&str, &HostTensor)> =
+            inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+        write_npz(&file("inputs.npz"), &named).context("--repro: inputs.npz")?;
+        let expected = torch.values[self.layer.torch_id].data()?;
+        // NumPy has no bfloat16: PyTorch's value is compared in float64 anyway.
+        let expected = match expected.dtype() {
+            DType::Bf16 => std::borrow::Cow::Owned(
+                expected
+                    .cast_float(DType::F32)
+                    .expect("bfloat16 casts to float32"),
+            ),
+            _ => expected,
+        };
+        write_npz(&file("expected.npz"), &[("expected", &expected)])
+            .context("--repro: expected.npz")?;
+        let env = crate::app::check::environment(self.cfg.runtime.threads);
+        write_file(
+            &file("repro.json"),
+            serde_json::to_string_pretty(&self.config(&env))?.as_bytes(),
+        )?;
+        write_file(&file("repro.py"), REPRO_SCRIPT.as_bytes())?;
+        let nodes = self.seg.model.graph.as_ref().map_or(0, |g| g.node.len());
+        let readme = readme(self.cfg, self.layer, isolated, &named, nodes, &env);
+        write_file(&file("README.md"), readme.as_bytes())?;
+        Ok(FILES
+            .iter()
+            .filter_map(|f| std::fs::metadata(file(f)).ok())
+            .map(|m| m.len())
+            .sum())
+    }
+
+    /// `repro.json`: what repro.py reads, and what align-check measured.
+    fn config(&self, env: &crate::outcome::Environment) -> serde_json::Value {
+        let (layer, stats, runtime) = (self.layer, self.stats, &self.cfg.runtime);
+        json!({
+            "layer": module_label(&layer.module),
+            "layer_index": layer.index,
+            "onnx_node": layer.onnx_node,
+            "onnx_op": layer.onnx_op,
+            "output": self.seg.outputs[0],
+            "inputs": self.seg.inputs,
+            "tolerance": {"atol": stats.tol.atol, "rtol": stats.tol.rtol, "precision": layer.cmp.precision},
+            "threads": runtime.threads,
+            "custom_ops_library": runtime.ort_custom_ops.as_ref().map(|p| {
+                std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string()
+            }),
+            "align_check": {"max_abs": stats.max_abs, "rel_to_range": stats.rel_to_range, "pass": stats.pass},
+            "versions": {"align_check": env.align_check, "libtorch": env.libtorch, "onnxruntime": env.onnxruntime},
+        })
+    }
 }
 
 /// The layer `selector` names: an index into the report's layers, else a module path (its

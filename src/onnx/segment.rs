@@ -72,17 +72,51 @@ pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<
             );
         }
     }
+    let needed = walk_back(graph, &producer, &outputs);
+    let (segment_graph, inputs) = segment_graph(graph, cuts, &cut_names, &needed, &outputs);
+    let model = proto::ModelProto {
+        ir_version: model.ir_version,
+        opset_import: model.opset_import.clone(),
+        producer_name: Some("align-check".to_string()),
+        producer_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        domain: model.domain.clone(),
+        model_version: model.model_version,
+        graph: Some(segment_graph),
+        functions: model.functions.clone(),
+        ..Default::default()
+    };
+    Ok(Segment {
+        model,
+        inputs,
+        outputs,
+    })
+}
 
-    // Walk back from the fetched values to cuts, graph inputs and weights.
-    let mut keep = vec![false; graph.node.len()];
-    let mut read: HashSet<String> = HashSet::new();
-    let mut pending: Vec<String> = outputs.clone();
+/// What computing some values needs: which nodes, and which names no kept node computes
+/// (cuts, graph inputs, weights).
+struct Needed {
+    keep: Vec<bool>,
+    read: HashSet<String>,
+}
+
+/// Walks back from `outputs` through their producers (and the names their subgraphs use) to
+/// the names nothing in the segment computes.
+fn walk_back(
+    graph: &proto::GraphProto,
+    producer: &HashMap<String, usize>,
+    outputs: &[String],
+) -> Needed {
+    let mut needed = Needed {
+        keep: vec![false; graph.node.len()],
+        read: HashSet::new(),
+    };
+    let mut pending: Vec<String> = outputs.to_vec();
     while let Some(name) = pending.pop() {
         let Some(&i) = producer.get(&name) else {
-            read.insert(name);
+            needed.read.insert(name);
             continue;
         };
-        if std::mem::replace(&mut keep[i], true) {
+        if std::mem::replace(&mut needed.keep[i], true) {
             continue;
         }
         let node = &graph.node[i];
@@ -96,19 +130,38 @@ pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<
                 .map(str::to_string),
         );
     }
+    needed
+}
 
-    let nodes: Vec<proto::NodeProto> = graph
-        .node
-        .iter()
-        .zip(&keep)
-        .filter(|(_, &k)| k)
-        .map(|(node, _)| {
+/// The segment's graph (kept nodes with cut outputs renamed, the inputs and weights they
+/// read, the fetched outputs) and the names of its inputs in order.
+fn segment_graph(
+    graph: &proto::GraphProto,
+    cuts: &[Cut],
+    cut_names: &HashSet<&str>,
+    needed: &Needed,
+    outputs: &[String],
+) -> (proto::GraphProto, Vec<String>) {
+    let read = &needed.read;
+    let kept = || {
+        graph
+            .node
+            .iter()
+            .zip(&needed.keep)
+            .filter(|(_, &k)| k)
+            .map(|(n, _)| n)
+    };
+    let nodes: Vec<proto::NodeProto> = kept()
+        .map(|node| {
             let mut node = node.clone();
             for out in node.output.iter_mut().filter(|o| !o.is_empty()) {
-                *out = fetched_name(out, &cut_names);
+                *out = fetched_name(out, cut_names);
             }
             node
         })
+        .collect();
+    let computed: HashSet<&str> = kept()
+        .flat_map(|n| n.output.iter().map(String::as_str))
         .collect();
     let mut input = Vec::new();
     let mut inputs = Vec::new();
@@ -129,53 +182,35 @@ pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<
             ..Default::default()
         })
         .collect();
-    let initializer = graph
-        .initializer
-        .iter()
-        .filter(|t| read.contains(t.name()))
-        .cloned()
-        .collect();
-    let sparse_initializer = graph
-        .sparse_initializer
-        .iter()
-        .filter(|s| s.values.as_ref().is_some_and(|v| read.contains(v.name())))
-        .cloned()
-        .collect();
-    // Type records of values the segment still computes or reads, cuts excepted: their
-    // record is now the typed input.
-    let value_info = graph
-        .value_info
-        .iter()
-        .filter(|vi| !cut_names.contains(vi.name()))
-        .filter(|vi| read.contains(vi.name()) || producer.contains_key(vi.name()))
-        .cloned()
-        .collect();
-    let segment_graph = proto::GraphProto {
+    let segment = proto::GraphProto {
         node: nodes,
         name: graph.name.clone(),
-        initializer,
-        sparse_initializer,
+        initializer: graph
+            .initializer
+            .iter()
+            .filter(|t| read.contains(t.name()))
+            .cloned()
+            .collect(),
+        sparse_initializer: graph
+            .sparse_initializer
+            .iter()
+            .filter(|s| s.values.as_ref().is_some_and(|v| read.contains(v.name())))
+            .cloned()
+            .collect(),
         input,
         output,
-        value_info,
+        // Type records of values the segment still computes or reads, cuts excepted: their
+        // record is now the typed input.
+        value_info: graph
+            .value_info
+            .iter()
+            .filter(|vi| !cut_names.contains(vi.name()))
+            .filter(|vi| read.contains(vi.name()) || computed.contains(vi.name()))
+            .cloned()
+            .collect(),
         ..Default::default()
     };
-    let model = proto::ModelProto {
-        ir_version: model.ir_version,
-        opset_import: model.opset_import.clone(),
-        producer_name: Some("align-check".to_string()),
-        producer_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        domain: model.domain.clone(),
-        model_version: model.model_version,
-        graph: Some(segment_graph),
-        functions: model.functions.clone(),
-        ..Default::default()
-    };
-    Ok(Segment {
-        model,
-        inputs,
-        outputs,
-    })
+    (segment, inputs)
 }
 
 /// A graph input of the cut value's element type and concrete shape.
