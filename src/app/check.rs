@@ -239,13 +239,13 @@ impl Accumulator {
         Ok(())
     }
 
-    /// Judges the folded samples into the outcome. `group_bytes` is the memory plan's size
-    /// of one ONNX Runtime run's values, which an isolation run keeps to as well.
+    /// Judges the folded samples into the outcome. An isolation run keeps to the memory
+    /// `plan` as the captures did.
     pub fn finish(
         mut self,
         cfg: &CheckConfig,
         (started, progress): (Instant, &Progress),
-        group_bytes: Option<u64>,
+        plan: &MemoryPlan,
         files: (FileInfo, FileInfo),
     ) -> Result<Outcome> {
         let (Some(pairing), Some(aggregate), Some((_, torch, onnx))) = (
@@ -262,7 +262,7 @@ impl Accumulator {
         if isolation::reason(cfg.isolate, &eval).is_some() {
             progress.stage("isolating layers: ONNX Runtime fed PyTorch's values");
         }
-        let isolation = isolation::judge_origins(cfg, group_bytes, &torch, &onnx, &mut eval);
+        let isolation = isolation::judge_origins(cfg, plan, &torch, &onnx, &mut eval);
         if isolation.is_some() {
             self.timing.isolation_s = t.elapsed().as_secs_f64();
         }
@@ -331,8 +331,19 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let files = hashing
         .join()
         .map_err(|_| anyhow::anyhow!("internal error while hashing the model files"))??;
-    let mut outcome = acc.finish(cfg, (started, progress), models.memory.group_bytes, files)?;
-    outcome.training_mode = models.training_mode;
+    // Both runtimes' copies of the weights go before judging: an isolation run loads the
+    // ONNX weights again.
+    let Models {
+        torch,
+        onnx,
+        memory: plan,
+        training_mode,
+        ..
+    } = models;
+    drop((torch, onnx));
+    memory::release_freed();
+    let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
+    outcome.training_mode = training_mode;
     Ok(outcome)
 }
 

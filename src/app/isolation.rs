@@ -8,20 +8,23 @@
 //! explains a failure; it never causes one. If it cannot run, the check goes on with the
 //! origins judged as before and the report says why.
 
+use crate::capture::memory::MemoryPlan;
 use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::config::CheckConfig;
 use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
 use crate::compare::stats::ErrorStats;
+use crate::compare::tolerance::TolerancePolicy;
 use crate::onnx::capture::{ort_input, run_values, RunOutputs};
 use crate::onnx::convert::from_ort;
-use crate::onnx::segment::{self, Cut, Segment};
+use crate::onnx::segment::{self, Cut, Weights};
 use crate::onnx::signature::onnx_from_dtype;
 use crate::onnx::{runtime, OnnxModel};
 use crate::outcome::{Isolated, IsolationReport, LayerResult};
 use anyhow::{anyhow, Result};
 use prost::Message;
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -41,7 +44,7 @@ pub fn reason(always: bool, eval: &Evaluation) -> Option<String> {
 /// in `eval`, whose divergence origins are then judged from them.
 pub fn judge_origins(
     cfg: &CheckConfig,
-    group_bytes: Option<u64>,
+    memory: &MemoryPlan,
     torch: &Capture,
     onnx: &Capture,
     eval: &mut Evaluation,
@@ -55,7 +58,7 @@ pub fn judge_origins(
         runs: 0,
         error: None,
     };
-    match isolate(cfg, group_bytes, &plan, torch, onnx, &eval.layers) {
+    match isolate(cfg, memory, &plan, torch, onnx, &eval.layers) {
         Ok((isolated, runs)) => {
             report.isolated_layers = isolated.iter().flatten().count();
             report.runs = runs;
@@ -71,13 +74,13 @@ pub fn judge_origins(
 /// and the number of ONNX Runtime runs it took.
 fn isolate(
     cfg: &CheckConfig,
-    group_bytes: Option<u64>,
+    memory: &MemoryPlan,
     plan: &Plan,
     torch: &Capture,
     onnx: &Capture,
     layers: &[LayerResult],
 ) -> Result<(Vec<Option<Isolated>>, usize)> {
-    let model = crate::onnx::model::load(&cfg.onnx_path)?;
+    let mut model = crate::onnx::model::load(&cfg.onnx_path)?;
     let cuts = cuts(plan);
     let feeds = Feeds::new(plan, torch, onnx);
     let mut layers_of: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -94,54 +97,80 @@ fn isolate(
     };
     // A group's fed values are about as large as its fetched ones (each layer reads the one
     // before it), and both are held during its run: half the budget each.
-    let groups = groups(&plan.fetch, size_of, group_bytes.map(|b| b / 2));
+    let groups = groups(&plan.fetch, size_of, memory.group_bytes.map(|b| b / 2));
+    // One group takes the weights it needs out of the model instead of copying them.
+    let weights = if groups.len() == 1 {
+        Weights::Move
+    } else {
+        Weights::Copy
+    };
     let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
     for group in &groups {
-        let seg = segment::cut(&model.proto, &cuts, group)?;
-        let mut results = run_segment(cfg, &model, &seg, &feeds)?;
-        for (asked, fetched) in group.iter().zip(&seg.outputs) {
-            // A value ONNX Runtime does not hand back as a tensor stays without an isolated
-            // error, as it stayed without an accumulated one.
-            let Some(test) = results.remove(fetched).and_then(|v| from_ort(&v).ok()) else {
-                continue;
+        let seg = segment::cut(&mut model.proto, &cuts, group, weights)?;
+        let bytes = seg.model.encode_to_vec();
+        drop(seg.model);
+        let mut results = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds)?;
+        drop(bytes);
+        // Converted one by one (each ort value is freed once copied), compared together:
+        // in parallel when the memory plan allows it.
+        let tests: Vec<(&String, HostTensor)> = group
+            .iter()
+            .zip(&seg.outputs)
+            .filter_map(|(asked, fetched)| {
+                // A value ONNX Runtime does not hand back as a tensor stays without an
+                // isolated error, as it stayed without an accumulated one.
+                let test = results.remove(fetched).and_then(|v| from_ort(&v).ok())?;
+                Some((asked, test))
+            })
+            .collect();
+        drop(results);
+        let policy = &cfg.policy;
+        let judge = |(asked, test): &(&String, HostTensor)| -> Vec<(usize, Option<Isolated>)> {
+            let judged = |i: usize| {
+                let stats = layer_stats(&layers[i], torch, test, policy).ok()?;
+                Some(Isolated {
+                    max_abs: stats.max_abs,
+                    rel_to_range: stats.rel_to_range,
+                    pass: stats.pass,
+                })
             };
-            for &i in layers_of.get(asked.as_str()).into_iter().flatten() {
-                isolated[i] = layer_stats(&layers[i], torch, &test, cfg)
-                    .ok()
-                    .map(|stats| Isolated {
-                        max_abs: stats.max_abs,
-                        rel_to_range: stats.rel_to_range,
-                        pass: stats.pass,
-                    });
-            }
+            let of = layers_of.get(asked.as_str()).into_iter().flatten();
+            of.map(|&i| (i, judged(i))).collect()
+        };
+        let judged: Vec<Vec<(usize, Option<Isolated>)>> = if memory.compare_in_parallel() {
+            tests.par_iter().map(judge).collect()
+        } else {
+            tests.iter().map(judge).collect()
+        };
+        for (i, iso) in judged.into_iter().flatten() {
+            isolated[i] = iso;
         }
     }
     Ok((isolated, groups.len()))
 }
 
-/// One run of `seg` (cut from `model`) on its inputs from `feeds`, with the session options
-/// of the capture.
+/// One run of a segment of `model` (serialised in `bytes`, reading graph inputs `inputs`)
+/// on its inputs from `feeds`, with the session options of the capture.
 pub fn run_segment(
     cfg: &CheckConfig,
     model: &OnnxModel,
-    seg: &Segment,
+    bytes: &[u8],
+    inputs: &[String],
     feeds: &Feeds,
 ) -> Result<RunOutputs> {
-    let bytes = seg.model.encode_to_vec();
     // The whole model stands for the segment: its folder holds external weights, its ops
     // explain a session error.
     let mut session = runtime::session(
         model,
-        &bytes,
+        bytes,
         cfg.runtime.threads,
         cfg.runtime.ort_custom_ops.as_deref(),
     )?;
-    drop(bytes);
     // Each host tensor (read back from the spill file under a budget) is freed as soon as
     // its ort copy exists.
-    let mut names = Vec::with_capacity(seg.inputs.len());
-    let mut values = Vec::with_capacity(seg.inputs.len());
-    for name in &seg.inputs {
+    let mut names = Vec::with_capacity(inputs.len());
+    let mut values = Vec::with_capacity(inputs.len());
+    for name in inputs {
         let (_, tensor) = feeds
             .for_inputs(std::slice::from_ref(name))?
             .pop()
@@ -213,11 +242,11 @@ pub fn layer_stats(
     l: &LayerResult,
     torch: &Capture,
     test: &HostTensor,
-    cfg: &CheckConfig,
+    policy: &TolerancePolicy,
 ) -> Result<ErrorStats> {
     let t = &torch.values[l.torch_id];
     let precision = DType::from_name(&l.cmp.precision).unwrap_or(t.dtype);
-    judged_stats(t, &l.onnx_node, test, precision, &cfg.policy)
+    judged_stats(t, &l.onnx_node, test, precision, policy)
 }
 
 /// PyTorch's value as the ONNX value it replaces: in its element type and shape.

@@ -56,17 +56,20 @@ pub fn write(
         );
     }
     let plan = isolation::plan(torch, onnx, layers);
-    let model = crate::onnx::model::load(&cfg.onnx_path)?;
+    let mut model = crate::onnx::model::load(&cfg.onnx_path)?;
     let mut seg = segment::cut(
-        &model.proto,
+        &mut model.proto,
         &cuts(&plan),
         std::slice::from_ref(&value.name),
+        segment::Weights::Move,
     )?;
-    let feeds = Feeds::new(&plan, torch, onnx);
-    let stats = measure(cfg, &model, &seg, &feeds, layer, torch)?;
     if let Some(weights_dir) = &model.external_data_dir {
         crate::onnx::weights::inline_external(&mut seg.model, weights_dir)?;
     }
+    // The bytes measured here are the bundle's model.onnx.
+    let bytes = seg.model.encode_to_vec();
+    let feeds = Feeds::new(&plan, torch, onnx);
+    let stats = measure(cfg, &model, (&bytes, &seg), &feeds, layer, torch)?;
     let isolated = Isolated {
         max_abs: stats.max_abs,
         rel_to_range: stats.rel_to_range,
@@ -77,6 +80,7 @@ pub fn write(
         dir,
         layer,
         seg: &seg,
+        model_bytes: &bytes,
         stats: &stats,
     };
     let bytes = bundle.write_files(&feeds, torch, &isolated)?;
@@ -96,19 +100,19 @@ pub fn write(
 fn measure(
     cfg: &CheckConfig,
     model: &crate::onnx::OnnxModel,
-    seg: &segment::Segment,
+    (bytes, seg): (&[u8], &segment::Segment),
     feeds: &Feeds,
     layer: &LayerResult,
     torch: &Capture,
 ) -> Result<ErrorStats> {
-    let mut results = run_segment(cfg, model, seg, feeds)?;
+    let mut results = run_segment(cfg, model, bytes, &seg.inputs, feeds)?;
     let output = &seg.outputs[0];
     let test = results
         .remove(output)
         .ok_or_else(|| anyhow!("ONNX Runtime did not return `{output}`"))
         .and_then(|v| from_ort(&v))?;
     drop(results);
-    layer_stats(layer, torch, &test, cfg)
+    layer_stats(layer, torch, &test, &cfg.policy)
 }
 
 /// The bundle's files for one measured layer.
@@ -117,6 +121,8 @@ struct Bundle<'a> {
     dir: &'a Path,
     layer: &'a LayerResult,
     seg: &'a segment::Segment,
+    /// The serialised segment, as measured.
+    model_bytes: &'a [u8],
     stats: &'a ErrorStats,
 }
 
@@ -136,7 +142,7 @@ impl Bundle<'_> {
         std::fs::create_dir_all(self.dir)
             .with_context(|| format!("--repro: cannot create {}", self.dir.display()))?;
         let file = |name: &str| self.dir.join(name);
-        write_file(&file("model.onnx"), &self.seg.model.encode_to_vec())?;
+        write_file(&file("model.onnx"), self.model_bytes)?;
         let inputs = feeds.for_inputs(&self.seg.inputs)?;
         let named: Vec<(&str, &HostTensor)> =
             inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();

@@ -28,6 +28,15 @@ pub struct Cut {
     pub shape: Vec<usize>,
 }
 
+/// How a segment gets its weights from the model it is cut from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Copied: the model can give more segments.
+    Copy,
+    /// Taken out of the model (left empty there): one segment, no second copy of the weights.
+    Move,
+}
+
 /// A cut model and how to call it.
 #[derive(Debug, Clone)]
 pub struct Segment {
@@ -49,10 +58,15 @@ pub fn fetched_name(name: &str, cuts: &HashSet<&str>) -> String {
 }
 
 /// The part of `model` that computes `fetch` (node outputs of the main graph) with every
-/// value of `cuts` fed from outside. Errors when a fetched value is not a node output of the
-/// main graph.
-pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<Segment> {
-    let Some(graph) = model.graph.as_ref() else {
+/// value of `cuts` fed from outside, its weights copied or moved out of `model` as `weights`
+/// says. Errors when a fetched value is not a node output of the main graph.
+pub fn cut(
+    model: &mut proto::ModelProto,
+    cuts: &[Cut],
+    fetch: &[String],
+    weights: Weights,
+) -> Result<Segment> {
+    let Some(graph) = model.graph.as_mut() else {
         bail!("the ONNX model has no graph");
     };
     let cut_names: HashSet<&str> = cuts.iter().map(|c| c.name.as_str()).collect();
@@ -73,7 +87,17 @@ pub fn cut(model: &proto::ModelProto, cuts: &[Cut], fetch: &[String]) -> Result<
         }
     }
     let needed = walk_back(graph, &producer, &outputs);
-    let (segment_graph, inputs) = segment_graph(graph, cuts, &cut_names, &needed, &outputs);
+    let initializer = graph
+        .initializer
+        .iter_mut()
+        .filter(|t| needed.read.contains(t.name()))
+        .map(|t| match weights {
+            Weights::Copy => t.clone(),
+            Weights::Move => std::mem::take(t),
+        })
+        .collect();
+    let (mut segment_graph, inputs) = segment_graph(graph, cuts, &cut_names, &needed, &outputs);
+    segment_graph.initializer = initializer;
     let model = proto::ModelProto {
         ir_version: model.ir_version,
         opset_import: model.opset_import.clone(),
@@ -133,8 +157,9 @@ fn walk_back(
     needed
 }
 
-/// The segment's graph (kept nodes with cut outputs renamed, the inputs and weights they
-/// read, the fetched outputs) and the names of its inputs in order.
+/// The segment's graph (kept nodes with cut outputs renamed, the inputs and sparse weights
+/// they read, the fetched outputs; dense weights are the caller's) and the names of its
+/// inputs in order.
 fn segment_graph(
     graph: &proto::GraphProto,
     cuts: &[Cut],
@@ -185,12 +210,6 @@ fn segment_graph(
     let segment = proto::GraphProto {
         node: nodes,
         name: graph.name.clone(),
-        initializer: graph
-            .initializer
-            .iter()
-            .filter(|t| read.contains(t.name()))
-            .cloned()
-            .collect(),
         sparse_initializer: graph
             .sparse_initializer
             .iter()
@@ -301,7 +320,13 @@ mod tests {
     #[test]
     fn consumers_of_a_cut_read_the_fed_value_and_its_producer_still_runs() {
         let cuts = [cut_of("a"), cut_of("b"), cut_of("c")];
-        let s = cut(&chain(), &cuts, &["a".into(), "c".into(), "d".into()]).unwrap();
+        let s = cut(
+            &mut chain(),
+            &cuts,
+            &["a".into(), "c".into(), "d".into()],
+            Weights::Copy,
+        )
+        .unwrap();
         let g = s.model.graph.as_ref().unwrap();
         assert_eq!(s.outputs, ["a::isolated", "c::isolated", "d"]);
         // Mul reads x; the second Mul reads the fed b; Add reads the fed c and a; Relu is
@@ -338,19 +363,24 @@ mod tests {
 
     #[test]
     fn only_the_weights_and_inputs_of_kept_nodes_go_in() {
-        let s = cut(&chain(), &[cut_of("b")], &["c".into()]).unwrap();
+        let mut model = chain();
+        let s = cut(&mut model, &[cut_of("b")], &["c".into()], Weights::Move).unwrap();
         let g = s.model.graph.as_ref().unwrap();
         assert_eq!(g.node.len(), 1);
         assert_eq!(s.inputs, ["b"]);
         let weights: Vec<&str> = g.initializer.iter().map(|t| t.name()).collect();
         assert_eq!(weights, ["w2"]);
         assert_eq!(names(&g.output), ["c"]);
+        // Moved, not copied: the model keeps an empty record in its place.
+        let left = &model.graph.as_ref().unwrap().initializer;
+        assert_eq!(left[1], proto::TensorProto::default());
+        assert_eq!(left[0].name(), "w1");
     }
 
     #[test]
     fn asking_for_a_value_no_node_computes_is_an_error() {
-        let err = cut(&chain(), &[], &["x".into()]).unwrap_err();
+        let err = cut(&mut chain(), &[], &["x".into()], Weights::Copy).unwrap_err();
         assert!(err.to_string().contains("not computed by a node"), "{err}");
-        assert!(cut(&chain(), &[], &["nope".into()]).is_err());
+        assert!(cut(&mut chain(), &[], &["nope".into()], Weights::Copy).is_err());
     }
 }
