@@ -270,7 +270,13 @@ def bench_model(name, args, log):
     sys.path.insert(0, str(SCRIPTS))
     import bench_models
 
-    folder = bench_models.build(name, log=log)
+    # Built in a child: a model built in this process would inflate every later child's
+    # peak RSS (a forked child's ru_maxrss counts the parent's pages until it execs).
+    built = subprocess.run([sys.executable, str(SCRIPTS / "bench_models.py"), "--models", name],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        raise RuntimeError(f"{name}: building the model failed: {built.stderr[-800:]}")
+    folder = bench_models.cache_root() / name
     manifest = json.loads((folder / "manifest.json").read_text())
     logs = Path(args.work) / name
     logs.mkdir(parents=True, exist_ok=True)
