@@ -74,9 +74,8 @@ fn graph_node_data(data: &Value) -> &Map<String, Value> {
         }
         assert!(r["pass"].is_boolean(), "{node}: pass");
         assert!(r["max_abs"].is_number() || r["max_abs"].is_null());
-        assert!(
-            ["ok", "origin", "inherited", "unconfirmed"].contains(&r["status"].as_str().unwrap())
-        );
+        assert!(["ok", "origin", "inherited", "accumulated", "unconfirmed"]
+            .contains(&r["status"].as_str().unwrap()));
         // Every value a threshold colours must fall under the last bound.
         if let Some(v) = value.as_f64() {
             assert!(v <= *bounds.last().unwrap(), "{node}: {v}");

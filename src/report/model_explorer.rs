@@ -11,9 +11,9 @@
 //! decade scale as the HTML report; a failing node has its own `bgColor` (the HTML report's
 //! red for a divergence origin, its salmon for an inherited failure), which wins over the
 //! thresholds. Each result also carries `max_abs`, `pass`, `status` (`ok`, `origin`,
-//! `inherited`, `unconfirmed`) and `layer`, its index in the JSON report's `layers`, which
-//! Model Explorer ignores and scripts can read. A node paired with several layers shows the
-//! worst of them.
+//! `accumulated`, `inherited`, `unconfirmed`) and `layer`, its index in the JSON report's
+//! `layers`, which Model Explorer ignores and scripts can read. A node paired with several
+//! layers shows the worst of them.
 
 use super::format::{fmt_num, severity, BANDS};
 use super::{Format, Report};
