@@ -41,8 +41,9 @@ pub enum Weights {
 #[derive(Debug, Clone)]
 pub struct Segment {
     pub model: proto::ModelProto,
-    /// The graph inputs it reads, in order: the original graph inputs it needs, then the
-    /// cuts it needs (a cut no kept node reads is not an input).
+    /// The graph inputs the caller feeds, in order: the original graph inputs it needs
+    /// (weights listed as inputs excepted), then the cuts it needs (a cut no kept node reads
+    /// is not an input).
     pub inputs: Vec<String>,
     /// For each fetched value, in the order asked, the graph output that carries it.
     pub outputs: Vec<String>,
@@ -188,11 +189,16 @@ fn segment_graph(
     let computed: HashSet<&str> = kept()
         .flat_map(|n| n.output.iter().map(String::as_str))
         .collect();
+    // Models of IR version 3 list their weights among the graph inputs too; those keep
+    // their stored values and are nothing the caller feeds.
+    let weights: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
     let mut input = Vec::new();
     let mut inputs = Vec::new();
     for vi in graph.input.iter().filter(|vi| read.contains(vi.name())) {
         input.push(vi.clone());
-        inputs.push(vi.name().to_string());
+        if !weights.contains(vi.name()) {
+            inputs.push(vi.name().to_string());
+        }
     }
     for c in cuts.iter().filter(|c| read.contains(&c.name)) {
         input.push(typed_value(c));
@@ -375,6 +381,21 @@ mod tests {
         let left = &model.graph.as_ref().unwrap().initializer;
         assert_eq!(left[1], proto::TensorProto::default());
         assert_eq!(left[0].name(), "w1");
+    }
+
+    #[test]
+    fn weights_listed_as_graph_inputs_are_not_fed() {
+        let mut model = chain();
+        let graph = model.graph.as_mut().unwrap();
+        graph.input.push(proto::ValueInfoProto {
+            name: Some("w2".to_string()),
+            ..Default::default()
+        });
+        let s = cut(&mut model, &[cut_of("b")], &["c".into()], Weights::Copy).unwrap();
+        assert_eq!(s.inputs, ["b"]);
+        let g = s.model.graph.as_ref().unwrap();
+        assert_eq!(names(&g.input), ["w2", "b"]);
+        assert_eq!(g.initializer.len(), 1);
     }
 
     #[test]
