@@ -80,3 +80,42 @@ fn a_float16_overflow_is_the_first_divergence_and_says_so() {
         }
     }
 }
+
+/// A model converted to float16 without `keep_io_types` takes float16 inputs; the user's
+/// float32 data (the inputs of the original model) is rounded to float16 for both runtimes,
+/// the report says so, and the clean conversion still passes.
+#[test]
+fn float32_data_for_a_float16_model_is_converted_and_noted() {
+    use align_check::capture::tensor::HostTensor;
+    let dir = fixture("precision").join("cnn_fp16");
+    let out = tempfile::tempdir().unwrap();
+    let npz = out.path().join("inputs.npz");
+    let values: Vec<f32> = (0..3 * 16 * 16).map(|i| (i as f32 * 0.37).sin()).collect();
+    let x = HostTensor::f32(vec![1, 3, 16, 16], values);
+    align_check::inputs::npz_writer::write_npz(&npz, &[("x", &x)]).unwrap();
+    let json = out.path().join("report.json");
+    let output = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("--inputs")
+        .arg(&npz)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        stdout.contains("input 'x' was given as float32 and converted to float16"),
+        "{stdout}"
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let input = &report["inputs"][0];
+    assert_eq!(input["dtype"], "float16", "{input}");
+    assert_eq!(input["converted_from"], "float32", "{input}");
+}

@@ -65,6 +65,11 @@ impl DType {
         matches!(self, DType::F16 | DType::Bf16 | DType::F32 | DType::F64)
     }
 
+    /// Signed or unsigned integers (not bool).
+    pub fn is_integer(self) -> bool {
+        !self.is_float() && self != DType::Bool
+    }
+
     pub fn size_bytes(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
@@ -202,6 +207,31 @@ impl HostTensor {
             DType::Bf16 => TensorData::Bf16(values.map(half::bf16::from_f64).collect()),
             DType::F32 => TensorData::F32(values.map(|v| v as f32).collect()),
             DType::F64 => TensorData::F64(values.collect()),
+            _ => return None,
+        };
+        Some(HostTensor::new(self.shape.clone(), data))
+    }
+
+    /// This integer tensor in another integer dtype; `None` when either dtype is not an
+    /// integer type or a value does not fit the target (nothing is wrapped or clamped).
+    pub fn cast_integer(&self, to: DType) -> Option<HostTensor> {
+        let values: Vec<i64> = match &self.data {
+            TensorData::I8(v) => v.iter().map(|&x| x.into()).collect(),
+            TensorData::I16(v) => v.iter().map(|&x| x.into()).collect(),
+            TensorData::I32(v) => v.iter().map(|&x| x.into()).collect(),
+            TensorData::I64(v) => v.clone(),
+            TensorData::U8(v) => v.iter().map(|&x| x.into()).collect(),
+            _ => return None,
+        };
+        fn narrow<T: TryFrom<i64>>(values: &[i64]) -> Option<Vec<T>> {
+            values.iter().map(|&v| T::try_from(v).ok()).collect()
+        }
+        let data = match to {
+            DType::I8 => TensorData::I8(narrow(&values)?),
+            DType::I16 => TensorData::I16(narrow(&values)?),
+            DType::I32 => TensorData::I32(narrow(&values)?),
+            DType::I64 => TensorData::I64(values),
+            DType::U8 => TensorData::U8(narrow(&values)?),
             _ => return None,
         };
         Some(HostTensor::new(self.shape.clone(), data))

@@ -3,8 +3,9 @@
 //! The ONNX signature is the authority on names, element types and ranks. Each input comes
 //! from, in order of precedence: `--input NAME=file.npy`, an array of the `--inputs` archive,
 //! or seeded random data whose shape is the signature's with symbolic dimensions resolved by
-//! `--shape`. Every mismatch (missing input, wrong dtype, wrong rank or fixed dimension,
-//! unresolved dimension) is an error that says what was expected.
+//! `--shape`. User data in another element type is converted where nothing the comparison
+//! needs is lost (`conform`); every other mismatch (missing input, wrong dtype, wrong rank
+//! or fixed dimension, unresolved dimension) is an error that says what was expected.
 
 pub mod npy;
 pub mod npz_writer;
@@ -12,7 +13,7 @@ pub mod random;
 pub mod samples;
 pub mod torch_args;
 
-use crate::capture::tensor::{format_shape, HostTensor};
+use crate::capture::tensor::{format_shape, DType, HostTensor};
 use crate::onnx::signature::{Dim, InputSpec};
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
@@ -40,6 +41,10 @@ pub struct ResolvedInput {
     pub shape: Vec<usize>,
     pub dtype: String,
     pub source: String,
+    /// The element type the user's data had, when it was converted to the ONNX model's
+    /// (`conform`): both runtimes were given the converted values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converted_from: Option<String>,
     /// Set for a TorchScript forward argument the ONNX model does not take (see
     /// `torch_args`): why, and what TorchScript was given instead.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,16 +118,45 @@ fn fits(shape: &[usize], dims: &[Dim]) -> bool {
         })
 }
 
-/// Checks a user-provided tensor against the signature.
-fn check_against(spec: &InputSpec, t: &HostTensor, origin: &str) -> Result<()> {
-    if t.dtype() != spec.dtype {
-        bail!(
-            "input '{}' from {origin} has element type {}, but the ONNX model expects {}",
-            spec.name,
-            t.dtype(),
-            spec.dtype
-        );
-    }
+/// A user-provided tensor checked against the signature and put in its element type when
+/// that loses nothing the comparison needs (`converted`): integers whose values fit, a
+/// float widened, or a float narrowed to the float16/bfloat16 of a converted model (which
+/// takes the full-precision data the original took, rounded). Both runtimes then get the
+/// converted values. float64 data for a float32 input stays an error: rounding it is a
+/// choice the user should make when saving it.
+fn conform(spec: &InputSpec, t: HostTensor, origin: &str) -> Result<(HostTensor, Option<DType>)> {
+    let given = t.dtype();
+    let t = if given == spec.dtype {
+        t
+    } else {
+        let wrong_type = || {
+            anyhow!(
+                "input '{}' from {origin} has element type {given}, but the ONNX model expects {}: save the array as {}",
+                spec.name,
+                spec.dtype,
+                spec.dtype
+            )
+        };
+        let converted = if given.is_float() && spec.dtype.is_float() {
+            let widens = given.size_bytes() < spec.dtype.size_bytes();
+            let reduced = matches!(spec.dtype, DType::F16 | DType::Bf16);
+            (widens || reduced)
+                .then(|| t.cast_float(spec.dtype))
+                .flatten()
+        } else if given.is_integer() && spec.dtype.is_integer() {
+            let fitted = t.cast_integer(spec.dtype).ok_or_else(|| {
+                anyhow!(
+                    "input '{}' from {origin} holds {given} values that do not fit the ONNX model's {}",
+                    spec.name,
+                    spec.dtype
+                )
+            })?;
+            Some(fitted)
+        } else {
+            None
+        };
+        converted.ok_or_else(wrong_type)?
+    };
     if !fits(&t.shape, &spec.dims) {
         bail!(
             "input '{}' from {origin} has shape {}, but the ONNX model expects {}",
@@ -131,7 +165,7 @@ fn check_against(spec: &InputSpec, t: &HostTensor, origin: &str) -> Result<()> {
             describe_dims(&spec.dims)
         );
     }
-    Ok(())
+    Ok((t, (given != spec.dtype).then_some(given)))
 }
 
 /// Resolves every input of the signature according to the request.
@@ -181,20 +215,19 @@ pub fn resolve_except(
 
     let mut resolved = Vec::with_capacity(specs.len());
     for (position, spec) in specs.iter().enumerate() {
-        let (tensor, source) =
+        let (tensor, source, converted) =
             if let Some((_, path)) = request.files.iter().find(|(n, _)| n == &spec.name) {
-                let t = npy::read_npy(path)?;
                 let origin = path.display().to_string();
-                check_against(spec, &t, &origin)?;
-                (t, format!("file:{origin}"))
+                let (t, converted) = conform(spec, npy::read_npy(path)?, &origin)?;
+                (t, format!("file:{origin}"), converted)
             } else if let Some(t) = archive.remove(&spec.name) {
                 let origin = format!(
                     "{}[{}]",
                     request.archive.as_ref().expect("archive present").display(),
                     spec.name
                 );
-                check_against(spec, &t, &origin)?;
-                (t, format!("npz:{origin}"))
+                let (t, converted) = conform(spec, t, &origin)?;
+                (t, format!("npz:{origin}"), converted)
             } else if let Some(path) = &request.archive {
                 // An archive that lacks an input is a mistake, not a request for random data.
                 bail!(
@@ -206,13 +239,14 @@ pub fn resolve_except(
             } else {
                 let shape = random_shape(spec, request)?;
                 let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
-                (t, format!("random:seed={}", request.seed))
+                (t, format!("random:seed={}", request.seed), None)
             };
         resolved.push(ResolvedInput {
             name: spec.name.clone(),
             shape: tensor.shape.clone(),
             dtype: tensor.dtype().name().to_string(),
             source,
+            converted_from: converted.map(|d| d.name().to_string()),
             torch_only: None,
             nonfinite: count_nonfinite(&tensor),
             tensor,
@@ -262,4 +296,74 @@ fn random_shape(spec: &InputSpec, request: &InputRequest) -> Result<Vec<usize>> 
             Dim::Symbolic(_) => None,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::tensor::TensorData;
+
+    fn spec(dtype: DType) -> InputSpec {
+        InputSpec {
+            name: "x".into(),
+            dtype,
+            dims: vec![Dim::Fixed(3)],
+        }
+    }
+
+    fn given(data: TensorData) -> HostTensor {
+        HostTensor::new(vec![3], data)
+    }
+
+    #[test]
+    fn float_data_for_a_float16_model_is_rounded_and_says_so() {
+        let t = given(TensorData::F32(vec![1.0, 0.1, 7e4]));
+        let (t, converted) = conform(&spec(DType::F16), t, "a.npz[x]").unwrap();
+        assert_eq!(converted, Some(DType::F32));
+        let TensorData::F16(v) = &t.data else {
+            panic!("{:?}", t.dtype())
+        };
+        assert_eq!(v[1], half::f16::from_f32(0.1));
+        // Beyond float16's range: the model would get inf too, and the comparison shows it.
+        assert!(v[2].is_infinite());
+    }
+
+    #[test]
+    fn integers_are_converted_only_when_every_value_fits() {
+        let ids = given(TensorData::I32(vec![0, 5, 30521]));
+        let (t, converted) = conform(&spec(DType::I64), ids, "ids").unwrap();
+        assert_eq!(t.data, TensorData::I64(vec![0, 5, 30521]));
+        assert_eq!(converted, Some(DType::I32));
+        let big = given(TensorData::I64(vec![0, 1, 1 << 40]));
+        let err = conform(&spec(DType::I32), big, "ids").unwrap_err();
+        assert!(err.to_string().contains("do not fit"), "{err}");
+    }
+
+    #[test]
+    fn lossy_or_kind_changing_conversions_stay_errors() {
+        for (data, want) in [
+            (TensorData::F64(vec![0.5; 3]), DType::F32),
+            (TensorData::F32(vec![0.5; 3]), DType::I64),
+            (TensorData::I64(vec![1; 3]), DType::F32),
+            (TensorData::Bool(vec![true; 3]), DType::I64),
+        ] {
+            let from = data.dtype();
+            let err = conform(&spec(want), given(data), "a.npy").unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!(
+                    "element type {from}, but the ONNX model expects {want}"
+                )),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_type_is_taken_as_given() {
+        let t = given(TensorData::F32(vec![1.0, 2.0, 3.0]));
+        let (out, converted) = conform(&spec(DType::F32), t.clone(), "a").unwrap();
+        assert_eq!(out.data, t.data);
+        assert_eq!(converted, None);
+    }
 }

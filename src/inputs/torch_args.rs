@@ -127,6 +127,7 @@ fn torch_only_input(name: &str, one: &InputRequest, position: usize) -> Result<R
         shape: tensor.shape.clone(),
         dtype: tensor.dtype().name().to_string(),
         source,
+        converted_from: None,
         nonfinite: super::count_nonfinite(&tensor),
         torch_only: Some(if placeholder {
             format!("{UNUSED_NOTE}; TorchScript was given a placeholder (0-d float32), as its graph does not read it either")

@@ -375,7 +375,7 @@ fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()
     coverage_notes(outcome, paint, out)
 }
 
-/// Inputs holding NaN/Inf or given to TorchScript only, and where each side first produces
+/// Inputs holding NaN/Inf, given to TorchScript only or converted to the ONNX input type, and where each side first produces
 /// NaN/Inf.
 fn input_notes(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
     for input in &outcome.inputs {
@@ -388,6 +388,13 @@ fn input_notes(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
         }
         if let Some(note) = &input.torch_only {
             writeln!(out, "input '{}': {note}", input.name)?;
+        }
+        if let Some(given) = &input.converted_from {
+            writeln!(
+                out,
+                "input '{}' was given as {given} and converted to {}, the ONNX model's input type; both runtimes got the converted values",
+                input.name, input.dtype
+            )?;
         }
     }
     for (side, first) in [

@@ -603,7 +603,10 @@ fn inputs(outcome: &Outcome) -> Vec<InputView> {
         .map(|i| InputView {
             name: i.name.clone(),
             shape: format_shape(&i.shape),
-            dtype: i.dtype.clone(),
+            dtype: match &i.converted_from {
+                Some(given) => format!("{} (given as {given})", i.dtype),
+                None => i.dtype.clone(),
+            },
             source: i.source.clone(),
         })
         .collect()
