@@ -57,10 +57,13 @@ pub fn plan(torch: &Capture, onnx: &Capture, layers: &[LayerResult]) -> Plan {
     plan
 }
 
-/// Records each layer's isolated error and the origin it implies.
+/// Records each layer's isolated error and the origin it implies. An unconfirmed pair gets
+/// none: its ONNX value may not be the twin of its TorchScript one, so its failing error,
+/// isolated or not, says nothing about where an error starts.
 pub fn apply(layers: &mut [LayerResult], isolated: Vec<Option<Isolated>>) {
     for (l, iso) in layers.iter_mut().zip(isolated) {
-        l.origin = iso.as_ref().map(|i| match (l.cmp.pass, i.pass) {
+        let judged = iso.as_ref().filter(|_| !l.unconfirmed);
+        l.origin = judged.map(|i| match (l.cmp.pass, i.pass) {
             (true, _) => Origin::Pass,
             (false, true) => Origin::Accumulated,
             (false, false) => Origin::Introduced,
@@ -151,6 +154,17 @@ mod tests {
         assert_eq!(origins.len(), 1);
         assert_eq!(origins[0].layer_index, 3);
         assert!(drift(&layers, &[]).is_none());
+    }
+
+    #[test]
+    fn an_unconfirmed_pair_gets_its_isolated_error_but_no_origin() {
+        let mut layers = vec![layer(0, true, false), layer(1, false, false)];
+        layers[1].unconfirmed = true;
+        apply(&mut layers, vec![iso(1e-6, true), iso(0.6, false)]);
+        assert_eq!(layers[0].origin, Some(Origin::Pass));
+        assert_eq!(layers[1].origin, None);
+        assert!(layers[1].isolated.is_some());
+        assert_eq!(layers[1].status(), LayerStatus::Unconfirmed);
     }
 
     #[test]
