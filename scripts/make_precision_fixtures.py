@@ -9,6 +9,8 @@ onnxconverter-common, the way users ship smaller models.
 - overflow_fp16: an MLP whose fc2 outputs reach about 1e5, beyond float16's 65504: ONNX
   Runtime produces inf there, and the first divergence must be fc2, named as an overflow.
 - half_torchscript: the CNN traced after model.half() against its float32 ONNX export.
+- bf16_torchscript: the transformer block traced after model.bfloat16() against its
+  float32 ONNX export (bfloat16 inputs and values cross into libtorch as bfloat16).
 
 Each folder holds model.pt and model.onnx. Random weights, seeded. Run with the pinned
 interpreter: .venv/bin/python scripts/make_precision_fixtures.py
@@ -48,7 +50,8 @@ class BigMlp(torch.nn.Module):
         return self.out(self.fc2(self.act(self.fc1(x))) * 1e-4)
 
 
-def write_pair(out, name, model, example, keep_io_types=True, convert=True):
+def write_pair(out, name, model, example, keep_io_types=True, convert=True,
+               reduced=torch.float16):
     folder = os.path.join(out, name)
     os.makedirs(folder)
     model = model.eval()
@@ -62,8 +65,8 @@ def write_pair(out, name, model, example, keep_io_types=True, convert=True):
             onnx.save(converted, os.path.join(folder, "model.onnx"))
             torch.jit.trace(model, example).save(os.path.join(folder, "model.pt"))
         else:
-            half = model.half()
-            torch.jit.trace(half, tuple(t.half() for t in example)).save(
+            reduced_model = model.to(reduced)
+            torch.jit.trace(reduced_model, tuple(t.to(reduced) for t in example)).save(
                 os.path.join(folder, "model.pt"))
 
 
@@ -81,6 +84,9 @@ def main():
     torch.manual_seed(0)
     write_pair(out, "half_torchscript", randomize_norm_stats(ResNetTiny()), image,
                convert=False)
+    torch.manual_seed(1)
+    write_pair(out, "bf16_torchscript", AttentionBlock(), (torch.randn(1, 8, 16),),
+               convert=False, reduced=torch.bfloat16)
     print(f"wrote {sorted(os.listdir(out))} to {out}")
 
 

@@ -1,6 +1,6 @@
 //! Reduced precision (`scripts/make_precision_fixtures.py`): a float32 TorchScript model
 //! against its ONNX export converted to float16 by onnxconverter-common (with and without
-//! `keep_io_types`), and a half-precision TorchScript against float32 ONNX. Each pair is judged
+//! `keep_io_types`), and a half or bfloat16 TorchScript against float32 ONNX. Each pair is judged
 //! by the tolerance of the lower precision of its two sides, so clean conversions pass; a
 //! layer whose values exceed float16's range is the first divergence and is named an overflow.
 
@@ -39,20 +39,21 @@ fn check(name: &str) -> (i32, Value, String) {
 
 #[test]
 fn clean_float16_conversions_pass_under_the_float16_tolerance() {
-    for name in [
-        "cnn_fp16_keepio",
-        "cnn_fp16",
-        "attention_fp16_keepio",
-        "half_torchscript",
+    for (name, precision) in [
+        ("cnn_fp16_keepio", "float16"),
+        ("cnn_fp16", "float16"),
+        ("attention_fp16_keepio", "float16"),
+        ("half_torchscript", "float16"),
+        ("bf16_torchscript", "bfloat16"),
     ] {
         let (code, report, stdout) = check(name);
         assert_eq!(code, 0, "{name}: {stdout}");
         let layers = report["layers"].as_array().unwrap();
         assert!(!layers.is_empty(), "{name}");
-        // Every layer was judged as float16, including the float32 values a keep_io_types
-        // model casts back to at its outputs.
+        // Every layer was judged in the reduced precision, including the float32 values a
+        // keep_io_types model casts back to at its outputs.
         for layer in layers {
-            assert_eq!(layer["precision"], "float16", "{name}: {layer}");
+            assert_eq!(layer["precision"], precision, "{name}: {layer}");
         }
         let ratio = common::coverage_ratio(&report);
         assert!(ratio >= 0.95, "{name}: coverage {ratio}");

@@ -31,6 +31,23 @@ fn copy_out<T: tch::kind::Element + Default + Clone>(t: &Tensor, numel: usize) -
     Ok(buf)
 }
 
+/// tch gives `half::bf16` the element kind of float16 (`Kind::Half`), so bfloat16 data is
+/// moved as its 16-bit patterns: `copy_data::<bf16>` would refuse a BFloat16 tensor, and
+/// `from_slice` of bf16 values would make a Half tensor of the wrong numbers.
+fn bfloat16_out(t: &Tensor, numel: usize) -> Result<Vec<bf16>> {
+    let bits = copy_out::<i16>(&t.f_view_dtype(Kind::Int16)?, numel)?;
+    Ok(bits
+        .into_iter()
+        .map(|b| bf16::from_bits(b as u16))
+        .collect())
+}
+
+/// A BFloat16 tensor of `v` (see `bfloat16_out`).
+fn bfloat16_in(v: &[bf16]) -> Result<Tensor> {
+    let bits: Vec<i16> = v.iter().map(|x| x.to_bits() as i16).collect();
+    Ok(Tensor::f_from_slice(&bits)?.f_view_dtype(Kind::BFloat16)?)
+}
+
 /// Copies a (CPU) tensor into host memory.
 pub fn to_host(t: &Tensor) -> Result<HostTensor> {
     let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
@@ -41,7 +58,7 @@ pub fn to_host(t: &Tensor) -> Result<HostTensor> {
     let t = t.contiguous();
     let data = match dtype {
         DType::F16 => TensorData::F16(copy_out::<f16>(&t, numel)?),
-        DType::Bf16 => TensorData::Bf16(copy_out::<bf16>(&t, numel)?),
+        DType::Bf16 => TensorData::Bf16(bfloat16_out(&t, numel)?),
         DType::F32 => TensorData::F32(copy_out::<f32>(&t, numel)?),
         DType::F64 => TensorData::F64(copy_out::<f64>(&t, numel)?),
         DType::I8 => TensorData::I8(copy_out::<i8>(&t, numel)?),
@@ -59,7 +76,7 @@ pub fn from_host(t: &HostTensor) -> Result<Tensor> {
     let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
     let flat = match &t.data {
         TensorData::F16(v) => Tensor::f_from_slice(v)?,
-        TensorData::Bf16(v) => Tensor::f_from_slice(v)?,
+        TensorData::Bf16(v) => bfloat16_in(v)?,
         TensorData::F32(v) => Tensor::f_from_slice(v)?,
         TensorData::F64(v) => Tensor::f_from_slice(v)?,
         TensorData::I8(v) => Tensor::f_from_slice(v)?,
@@ -86,6 +103,14 @@ mod tests {
                 vec![2],
                 TensorData::F16(vec![f16::from_f32(1.5), f16::from_f32(-0.25)]),
             ),
+            HostTensor::new(
+                vec![3],
+                TensorData::Bf16(vec![
+                    bf16::from_f32(1.5),
+                    bf16::from_f32(-3.0e38),
+                    bf16::from_f32(0.1),
+                ]),
+            ),
             HostTensor::new(vec![], TensorData::F64(vec![7.0])),
             HostTensor::new(vec![0, 4], TensorData::F32(vec![])),
         ];
@@ -93,5 +118,14 @@ mod tests {
             let back = to_host(&from_host(&host).unwrap()).unwrap();
             assert_eq!(back, host);
         }
+    }
+
+    #[test]
+    fn bfloat16_reaches_libtorch_as_bfloat16_with_its_values() {
+        let host = HostTensor::new(vec![2], TensorData::Bf16(vec![bf16::from_f32(2.5); 2]));
+        let t = from_host(&host).unwrap();
+        assert_eq!(t.kind(), Kind::BFloat16);
+        let as_f64 = t.to_kind(Kind::Double);
+        assert_eq!(as_f64.double_value(&[1]), 2.5);
     }
 }
