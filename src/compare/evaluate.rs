@@ -259,8 +259,9 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
 }
 
 /// For each layer pair, whether its failure is unconfirmed: it exceeds its tolerance, yet
+/// its ONNX value is not computed from its producers' twins (`Pair::follows_dataflow`), or
 /// the nearest paired values computed from it (layers or outputs, looking through unpaired
-/// values) exist and all pass. A real fault propagates to what is computed from it, if only
+/// values and pairs that break the dataflow) exist and all pass. A real fault propagates to what is computed from it, if only
 /// weakly (two swapped channels still fail the very next layer); a value paired with the
 /// wrong ONNX value (the partial result of a decomposition) fails alone. Only the nearest
 /// consumers are asked, so a real fault whose effect fades over several layers is confirmed
@@ -269,7 +270,9 @@ fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparison
     use crate::pairing::PairedBy;
     let mut passes: Vec<Option<bool>> = vec![None; tv.len()];
     for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
-        passes[p.torch] = Some(c.pass);
+        if p.follows_dataflow {
+            passes[p.torch] = Some(c.pass);
+        }
     }
     for (p, c) in pairing.outputs.iter().zip(&cmps.outputs) {
         passes[p.torch] = Some(c.pass);
@@ -302,7 +305,11 @@ fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparison
         .layers
         .iter()
         .zip(&cmps.layers)
-        .map(|(p, c)| !c.pass && p.paired_by != PairedBy::Position && nearest_all_pass(p.torch))
+        .map(|(p, c)| {
+            !c.pass
+                && p.paired_by != PairedBy::Position
+                && (!p.follows_dataflow || nearest_all_pass(p.torch))
+        })
         .collect()
 }
 
@@ -441,6 +448,7 @@ pub(crate) mod tests {
             onnx: i,
             paired_by: by,
             fused: vec![],
+            follows_dataflow: true,
         };
         let pairing = Pairing {
             inputs: vec![pair(0, PairedBy::Position)],
@@ -490,6 +498,31 @@ pub(crate) mod tests {
         assert!(e.layers[1].unconfirmed);
         assert_eq!(e.origins.len(), 1);
         assert_eq!(e.origins[0].layer_index, 0);
+    }
+
+    #[test]
+    fn a_pair_off_the_dataflow_is_not_trusted_alone_nor_as_a_witness() {
+        // b and c fail; c's pair breaks the dataflow. c is unconfirmed although its output
+        // fails too, and b, whose only consumer is c, is not confirmed by it.
+        let (t, o, mut p) = chain([&[1.0, 2.0], &[2.0, 5.0], &[3.0, 7.0]]);
+        p.layers[2].follows_dataflow = false;
+        let cmps = compare_pairs(&t, &o, &p, &TolerancePolicy::default(), false).unwrap();
+        let e = judge(&t, &o, &p, cmps);
+        assert!(e.layers[2].unconfirmed, "off the dataflow");
+        // b's nearest trusted witness is the output, which fails: b stays confirmed.
+        assert!(e.layers[1].fails());
+        assert_eq!(e.origins[0].layer_index, 1);
+        // With a passing output b would have no failing witness and be unconfirmed.
+        let (t, mut o, mut p) = chain([&[1.0, 2.0], &[2.0, 5.0], &[3.0, 7.0]]);
+        p.layers[2].follows_dataflow = false;
+        o.values[4].tensor = Some(crate::capture::store::Stored::Memory(HostTensor::f32(
+            vec![2],
+            vec![3.0, 6.0],
+        )));
+        let cmps = compare_pairs(&t, &o, &p, &TolerancePolicy::default(), false).unwrap();
+        let e = judge(&t, &o, &p, cmps);
+        assert!(e.layers[1].unconfirmed && e.layers[2].unconfirmed);
+        assert!(e.origins.is_empty());
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! and dynamo scopes are both normalised to dotted paths); inside a scope, ops by
 //! order-preserving alignment of compatible ops with equal shapes; then fusion, where the
 //! values themselves choose between the structurally plausible candidates (a legacy-exported
-//! Conv carries the BatchNorm's output, not the conv's). Values never pair across scopes
-//! because their numbers happen to be close. Every pair records how it was made and every
+//! Conv carries the BatchNorm's output, not the conv's); last, every pair is checked against
+//! the wiring of both graphs (`dataflow`). Values never pair across scopes because their
+//! numbers happen to be close. Every pair records how it was made and every
 //! value left over gets a reason.
 
 mod align;
+mod dataflow;
 pub mod ops;
 mod scopes;
 
@@ -40,6 +42,10 @@ pub enum PairedBy {
     /// products) had the op's kind and shape in the same place of the order; the values
     /// chose the one that completes the op.
     DecomposedOp,
+    /// The value order placed the pair on an ONNX value not computed from its producers'
+    /// twins (an optimiser sorted the graph again); the ONNX value of the same call, kind
+    /// and shape that is computed from them was taken instead.
+    Dataflow,
 }
 
 impl PairedBy {
@@ -51,6 +57,7 @@ impl PairedBy {
             PairedBy::Fusion => "fusion",
             PairedBy::GlobalOrder => "global_order",
             PairedBy::DecomposedOp => "decomposed_op",
+            PairedBy::Dataflow => "dataflow",
         }
     }
 }
@@ -62,6 +69,10 @@ pub struct Pair {
     pub paired_by: PairedBy,
     /// TorchScript values compared as part of this pair (the conv of a fused conv+bn).
     pub fused: Vec<usize>,
+    /// False when the ONNX value is not computed from the ONNX twins of the values the
+    /// TorchScript one is computed from, and no value that is could be found: the pair may
+    /// be wrong, and its failure alone proves nothing.
+    pub follows_dataflow: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -147,6 +158,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
             onnx: o.id,
             paired_by: PairedBy::Position,
             fused: vec![],
+            follows_dataflow: true,
         });
     }
     let (to, oo) = (torch.outputs(), onnx.outputs());
@@ -172,6 +184,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
             onnx: o.id,
             paired_by: PairedBy::Position,
             fused: vec![],
+            follows_dataflow: true,
         });
     }
     Ok(())
@@ -266,6 +279,8 @@ struct Pairer<'a> {
     /// ONNX values inside a compared module call: the first nodes of a decomposition, the
     /// unrolled iterations of a loop. Covered, though not compared themselves.
     onnx_absorbed: HashMap<usize, String>,
+    /// TorchScript values whose pair breaks the dataflow (see `dataflow`).
+    off_dataflow: HashSet<usize>,
 }
 
 fn is_layer_candidate(v: &CapturedValue) -> bool {
@@ -302,6 +317,7 @@ impl<'a> Pairer<'a> {
             torch_reason: HashMap::new(),
             fused_into: HashMap::new(),
             onnx_absorbed: HashMap::new(),
+            off_dataflow: HashSet::new(),
         }
     }
 
@@ -347,6 +363,7 @@ impl<'a> Pairer<'a> {
         } else {
             self.pair_globally(&torch_groups);
         }
+        self.repair_dataflow(&p.inputs);
         self.finish(p, &torch_groups);
     }
 
@@ -658,6 +675,7 @@ impl<'a> Pairer<'a> {
                 onnx: o,
                 paired_by: by,
                 fused: self.fused_into.get(&t).cloned().unwrap_or_default(),
+                follows_dataflow: !self.off_dataflow.contains(&t),
             })
             .collect();
         layers.sort_by_key(|pair| pair.torch);

@@ -399,3 +399,57 @@ fn roll_pairs_with_the_concat_that_completes_it() {
     let p = pair(&t.build(), &o.build()).unwrap();
     assert_eq!(pair_of(&p, tr).unwrap().onnx, oc2);
 }
+
+#[test]
+fn pairs_reordered_by_an_optimiser_follow_the_dataflow() {
+    // attn computes q = q_proj(x), k = k_proj(x) and views each; an optimiser sorted the
+    // ONNX graph so that k's Reshape comes before q's. Order alone pairs q's view with k's
+    // Reshape; the dataflow moves it to the Reshape computed from q.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let q = t.op("aten::linear", "attn.q_proj", &[ti], &[1.0, 2.0]);
+    let qv = t.op("aten::view", "attn", &[q], &[1.0, 2.0]);
+    let k = t.op("aten::linear", "attn.k_proj", &[ti], &[3.0, 4.0]);
+    let kv = t.op("aten::view", "attn", &[k], &[3.0, 4.0]);
+    let sum = t.op("aten::add", "attn", &[qv, kv], &[4.0, 6.0]);
+    t.output(0, sum);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oq = o.op("Gemm", "attn.q_proj", &[oi], &[1.0, 2.0]);
+    let ok = o.op("Gemm", "attn.k_proj", &[oi], &[3.0, 4.0]);
+    let okv = o.op("Reshape", "attn", &[ok], &[3.0, 4.0]);
+    let oqv = o.op("Reshape", "attn", &[oq], &[1.0, 2.0]);
+    let osum = o.op("Add", "attn", &[oqv, okv], &[4.0, 6.0]);
+    o.output(0, osum);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let q_view = pair_of(&p, qv).unwrap();
+    assert_eq!(q_view.onnx, oqv);
+    assert_eq!(q_view.paired_by, PairedBy::Dataflow);
+    assert_eq!(pair_of(&p, kv).unwrap().onnx, okv);
+    assert_eq!(pair_of(&p, sum).unwrap().onnx, osum);
+    assert!(p.layers.iter().all(|l| l.follows_dataflow));
+}
+
+#[test]
+fn a_pair_no_value_repairs_is_marked_off_the_dataflow() {
+    // The only ONNX Relu of the scope is computed from the wrong branch: kept, but marked.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let a = t.op("aten::linear", "a", &[ti], &[1.0, 2.0]);
+    let b = t.op("aten::linear", "b", &[ti], &[3.0, 4.0]);
+    let r = t.op("aten::relu", "", &[a], &[1.0, 2.0]);
+    let s = t.op("aten::add", "", &[r, b], &[4.0, 6.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oa = o.op("Gemm", "a", &[oi], &[1.0, 2.0]);
+    let ob = o.op("Gemm", "b", &[oi], &[3.0, 4.0]);
+    let or = o.op("Relu", "", &[ob], &[3.0, 4.0]);
+    let os = o.op("Add", "", &[or, oa], &[4.0, 6.0]);
+    o.output(0, os);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let relu = pair_of(&p, r).unwrap();
+    assert_eq!(relu.onnx, or);
+    assert!(!relu.follows_dataflow);
+    assert!(pair_of(&p, s).unwrap().follows_dataflow);
+}

@@ -1,0 +1,198 @@
+//! The dataflow check on finished pairs: a pair's ONNX value must be computed from the ONNX
+//! twins of the values its TorchScript value was computed from.
+//!
+//! Order and scope place most pairs, but an optimiser that sorts the graph again (ONNX
+//! Runtime's transformer optimiser, a simplifier) can put a module's query and key
+//! projections in the other order, and the alignment then pairs the query's reshape with the
+//! key's. Such a pair fails at every element, and the layer after it, paired the same way,
+//! seems to confirm it. Structure settles it without looking at numbers: walk back from the
+//! TorchScript value to its nearest paired producers; their ONNX twins must all be ancestors
+//! of the ONNX value. A pair that breaks this is moved to the ONNX value of the same scope,
+//! kind and shape that keeps it (the values choose among several); when none does, it stays
+//! but is marked, and a failure there is not trusted on its own (`evaluate` treats it as
+//! unconfirmed). A real fault changes numbers, not wiring, so it keeps its pair.
+
+use super::{
+    compatible, is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer,
+};
+use crate::capture::CapturedValue;
+use std::collections::HashSet;
+
+/// The ONNX twins of the nearest paired values that TorchScript value `t` was computed
+/// from, looking through unpaired ones.
+fn nearest_producer_twins(
+    tv: &[CapturedValue],
+    twin: impl Fn(usize) -> Option<usize>,
+    t: usize,
+) -> Vec<usize> {
+    let mut twins = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<usize> = tv[t].inputs.clone();
+    while let Some(u) = stack.pop() {
+        if u >= tv.len() || u == t || !seen.insert(u) {
+            continue;
+        }
+        match twin(u) {
+            Some(o) => twins.push(o),
+            None => stack.extend(&tv[u].inputs),
+        }
+    }
+    twins
+}
+
+/// Whether every value in `needed` is `o` or an ancestor of ONNX value `o`. Values are in
+/// execution order, so the walk back never needs to go below the lowest one looked for.
+fn computed_from_all(ov: &[CapturedValue], o: usize, needed: &[usize]) -> bool {
+    let mut missing: HashSet<usize> = needed.iter().copied().filter(|&n| n != o).collect();
+    let Some(&lowest) = missing.iter().min() else {
+        return true;
+    };
+    let mut seen = HashSet::new();
+    let mut stack = vec![o];
+    while let Some(v) = stack.pop() {
+        for &u in &ov[v].inputs {
+            if u < lowest || u >= ov.len() || !seen.insert(u) {
+                continue;
+            }
+            missing.remove(&u);
+            if missing.is_empty() {
+                return true;
+            }
+            stack.push(u);
+        }
+    }
+    false
+}
+
+impl Pairer<'_> {
+    /// The ONNX twin of TorchScript value `t`: its layer pair, or its graph input's.
+    fn twin(&self, boundary: &[Pair], t: usize) -> Option<usize> {
+        self.torch_to_onnx
+            .get(&t)
+            .map(|&(o, _)| o)
+            .or_else(|| boundary.iter().find(|p| p.torch == t).map(|p| p.onnx))
+    }
+
+    /// Checks every layer pair in TorchScript execution order (producers are settled before
+    /// their consumers are checked), moves a pair that breaks the dataflow to an ONNX value
+    /// that keeps it, and records the ones nothing repairs in `off_dataflow`.
+    pub(super) fn repair_dataflow(&mut self, boundary: &[Pair]) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
+        order.sort_unstable();
+        for t in order {
+            let (o, _) = self.torch_to_onnx[&t];
+            let needed = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            if computed_from_all(ov, o, &needed) {
+                continue;
+            }
+            // Another value of the same call, kind and shape that is computed from the right
+            // producers, free or held by a later pair (which is checked in its turn).
+            let held_by = |c: usize| {
+                self.torch_to_onnx
+                    .iter()
+                    .find(|(_, &(held, _))| held == c)
+                    .map(|(&other, _)| other)
+            };
+            let candidates: Vec<usize> = ov
+                .iter()
+                .filter(|c| c.id != o && is_layer_candidate(c))
+                .filter(|c| self.onnx_keys[c.id] == self.onnx_keys[o])
+                .filter(|c| same_shape(&tv[t], c) && compatible(&tv[t].op, &c.op))
+                .filter(|c| held_by(c.id).is_none_or(|other| other > t))
+                .filter(|c| computed_from_all(ov, c.id, &needed))
+                .map(|c| c.id)
+                .collect();
+            match self.closest_onnx(t, &candidates) {
+                Some(c) => {
+                    if let Some(other) = held_by(c) {
+                        let (_, by) = self.torch_to_onnx[&other];
+                        self.torch_to_onnx.insert(other, (o, by));
+                    } else {
+                        self.onnx_paired.remove(&o);
+                        self.onnx_paired.insert(c);
+                    }
+                    self.torch_to_onnx.insert(t, (c, PairedBy::Dataflow));
+                }
+                None => {
+                    self.off_dataflow.insert(t);
+                }
+            }
+        }
+    }
+
+    /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`; the first
+    /// when the data is not at hand.
+    fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<usize> {
+        let first = *candidates.first()?;
+        let Ok(reference) = self.torch.values[t].data() else {
+            return Some(first);
+        };
+        let distance = |c: usize| {
+            self.onnx.values[c]
+                .data()
+                .map_or(f64::INFINITY, |d| relative_distance(&d, &reference))
+        };
+        candidates
+            .iter()
+            .copied()
+            .map(|c| (distance(c), c))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, c)| c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::tensor::DType;
+    use crate::capture::ValueRole;
+
+    /// Values with only their producers set: `edges[id]` lists value `id`'s inputs.
+    fn graph(edges: &[&[usize]]) -> Vec<CapturedValue> {
+        edges
+            .iter()
+            .enumerate()
+            .map(|(id, inputs)| CapturedValue {
+                id,
+                name: format!("v{id}"),
+                op: "Relu".into(),
+                node: String::new(),
+                scope: vec![],
+                scope_recorded: true,
+                source: None,
+                source_stack: Vec::new(),
+                role: ValueRole::Intermediate,
+                dtype: DType::F32,
+                shape: vec![1],
+                inputs: inputs.to_vec(),
+                tensor: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn producers_are_found_through_unpaired_values() {
+        // 0 -> 1 -> 3, 2 -> 3; only 0 and 2 are paired.
+        let tv = graph(&[&[], &[0], &[], &[1, 2]]);
+        let twin = |u| match u {
+            0 => Some(10),
+            2 => Some(12),
+            _ => None,
+        };
+        let mut twins = nearest_producer_twins(&tv, twin, 3);
+        twins.sort();
+        assert_eq!(twins, [10, 12]);
+    }
+
+    #[test]
+    fn ancestry_is_checked_on_the_onnx_side() {
+        // 0 -> 2 -> 3, 1 -> 3, 1 -> 4
+        let ov = graph(&[&[], &[], &[0], &[2, 1], &[1]]);
+        assert!(computed_from_all(&ov, 3, &[0, 1]));
+        assert!(computed_from_all(&ov, 4, &[1]));
+        assert!(!computed_from_all(&ov, 4, &[0]));
+        assert!(computed_from_all(&ov, 4, &[]));
+        assert!(computed_from_all(&ov, 4, &[4]));
+    }
+}
