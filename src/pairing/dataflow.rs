@@ -12,15 +12,13 @@
 //! but is marked, and a failure there is not trusted on its own (`evaluate` treats it as
 //! unconfirmed). A real fault changes numbers, not wiring, so it keeps its pair.
 
-use super::{
-    compatible, is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer,
-};
+use super::{compatible, is_layer_candidate, same_shape, Pair, PairedBy, Pairer};
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
 
 /// The ONNX twins of the nearest paired values that TorchScript value `t` was computed
 /// from, looking through unpaired ones.
-fn nearest_producer_twins(
+pub(super) fn nearest_producer_twins(
     tv: &[CapturedValue],
     twin: impl Fn(usize) -> Option<usize>,
     t: usize,
@@ -42,7 +40,7 @@ fn nearest_producer_twins(
 
 /// Whether every value in `needed` is `o` or an ancestor of ONNX value `o`. Values are in
 /// execution order, so the walk back never needs to go below the lowest one looked for.
-fn computed_from_all(ov: &[CapturedValue], o: usize, needed: &[usize]) -> bool {
+pub(super) fn computed_from_all(ov: &[CapturedValue], o: usize, needed: &[usize]) -> bool {
     let mut missing: HashSet<usize> = needed.iter().copied().filter(|&n| n != o).collect();
     let Some(&lowest) = missing.iter().min() else {
         return true;
@@ -66,7 +64,7 @@ fn computed_from_all(ov: &[CapturedValue], o: usize, needed: &[usize]) -> bool {
 
 impl Pairer<'_> {
     /// The ONNX twin of TorchScript value `t`: its layer pair, or its graph input's.
-    fn twin(&self, boundary: &[Pair], t: usize) -> Option<usize> {
+    pub(super) fn twin(&self, boundary: &[Pair], t: usize) -> Option<usize> {
         self.torch_to_onnx
             .get(&t)
             .map(|&(o, _)| o)
@@ -121,22 +119,13 @@ impl Pairer<'_> {
         }
     }
 
-    /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`; the first
-    /// when the data is not at hand.
-    fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<usize> {
-        let first = *candidates.first()?;
-        let Ok(reference) = self.torch.values[t].data() else {
-            return Some(first);
-        };
-        let distance = |c: usize| {
-            self.onnx.values[c]
-                .data()
-                .map_or(f64::INFINITY, |d| relative_distance(&d, &reference))
-        };
+    /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`
+    /// (`distance`); the first when the data is not at hand.
+    pub(super) fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<usize> {
         candidates
             .iter()
             .copied()
-            .map(|c| (distance(c), c))
+            .map(|c| (self.distance(t, c), c))
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, c)| c)
     }

@@ -12,6 +12,7 @@
 
 mod align;
 mod dataflow;
+mod fused_nodes;
 pub mod ops;
 mod scopes;
 
@@ -363,7 +364,19 @@ impl<'a> Pairer<'a> {
         } else {
             self.pair_globally(&torch_groups);
         }
-        self.repair_dataflow(&p.inputs);
+        let boundary: Vec<Pair> = p.inputs.iter().chain(&p.outputs).cloned().collect();
+        self.repair_dataflow(&boundary);
+        self.split_partial_linear();
+        let open = self.open_representatives(&torch_groups);
+        self.pair_scopeless(&boundary, &open);
+        // A module call whose output the dataflow paired covers the values inside it.
+        for (key, ids) in &torch_groups {
+            let paired = ids.iter().any(|id| self.torch_to_onnx.contains_key(id));
+            if self.is_leaf_group(key) && paired {
+                self.explain_unpaired(key, ids, "");
+            }
+        }
+        self.account_fused_into_consumers(&boundary, &open);
         self.finish(p, &torch_groups);
     }
 
@@ -380,6 +393,32 @@ impl<'a> Pairer<'a> {
         } else {
             comparable
         }
+    }
+
+    /// The representatives still without a twin or an accounted reason, in execution
+    /// order, each with whether it is a module's output.
+    fn open_representatives(
+        &self,
+        torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    ) -> Vec<(usize, bool)> {
+        let mut open: Vec<(usize, bool)> = torch_groups
+            .iter()
+            .flat_map(|(k, ids)| {
+                let leaf = self.is_leaf_group(k);
+                self.representatives(k, ids)
+                    .into_iter()
+                    .map(move |id| (id, leaf))
+            })
+            .filter(|&(id, _)| {
+                !self.torch_to_onnx.contains_key(&id)
+                    && !self
+                        .torch_reason
+                        .get(&id)
+                        .is_some_and(|(_, accounted)| *accounted)
+            })
+            .collect();
+        open.sort_unstable();
+        open
     }
 
     fn pair_group(&mut self, key: &str, t_ids: &[usize], o_ids: &[usize]) {
@@ -618,7 +657,8 @@ impl<'a> Pairer<'a> {
                 .find(|&&(v, _)| tv[v].inputs.contains(&u) && self.torch_to_onnx.contains_key(&v));
             if let Some(&(v, ref v_path)) = consumer {
                 let (o, _) = self.torch_to_onnx[&v];
-                if compatible(&tv[u].op, &ov[o].op) {
+                let conv = ops::torch_families(&tv[u].op).contains(&"conv");
+                if conv && compatible(&tv[u].op, &ov[o].op) {
                     self.fused_into.entry(v).or_default().push(u);
                     self.torch_to_onnx.insert(v, (o, PairedBy::Fusion));
                     self.torch_reason.insert(

@@ -70,6 +70,9 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
 }
 
 pub fn onnx_families(op: &str) -> Vec<&'static str> {
+    // ONNX Runtime's own fused ops (its transformer optimiser's) compute what the ops they
+    // replace computed.
+    let op = op.strip_prefix("com.microsoft::").unwrap_or(op);
     let fams: &[&'static str] = match op {
         "Conv" | "ConvTranspose" | "QLinearConv" => &["conv"],
         "BatchNormalization"
@@ -77,8 +80,20 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         | "LayerNormalization"
         | "GroupNormalization"
         | "RMSNormalization"
-        | "SimplifiedLayerNormalization" => &["norm"],
-        "Gemm" | "MatMul" | "Einsum" => &["matmul"],
+        | "SimplifiedLayerNormalization"
+        | "SkipLayerNormalization"
+        | "SkipSimplifiedLayerNormalization"
+        | "EmbedLayerNormalization" => &["norm"],
+        "Gemm"
+        | "MatMul"
+        | "Einsum"
+        | "FusedMatMul"
+        | "FusedGemm"
+        | "Attention"
+        | "MultiHeadAttention"
+        | "GroupQueryAttention" => &["matmul"],
+        "BiasGelu" | "QuickGelu" | "GemmFastGelu" => &["activation"],
+        "BiasSoftmax" => &["softmax"],
         "Relu" | "Clip" | "Max" | "Min" => &["relu"],
         "Gelu" | "FastGelu" | "Sigmoid" | "Tanh" | "HardSwish" | "HardSigmoid" | "Elu" | "Selu"
         | "LeakyRelu" | "PRelu" | "Softplus" | "Mish" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg"

@@ -100,8 +100,13 @@ pub fn assign_keys(
         }
         if !v.scope_recorded {
             // Neither a key of its own nor a break in the run around it; it joins the call
-            // it feeds (an optimiser's Split feeds the attention that unpacks it).
-            unknown.push(keys.len());
+            // it feeds (an optimiser's Split feeds the attention that unpacks it). ONNX
+            // Runtime's fused ops join none: they span modules by design (a Linear's bias,
+            // the residual Add and the LayerNorm in one SkipLayerNormalization), and the
+            // dataflow places them (`fused_nodes`).
+            if !v.op.starts_with("com.microsoft::") {
+                unknown.push(keys.len());
+            }
             keys.push(None);
             continue;
         }

@@ -453,3 +453,64 @@ fn a_pair_no_value_repairs_is_marked_off_the_dataflow() {
     assert!(!relu.follows_dataflow);
     assert!(pair_of(&p, s).unwrap().follows_dataflow);
 }
+
+/// Gives value `id` of `c` a 2-D shape (the builder makes every value 1-D).
+fn reshape(c: &mut Capture, id: usize, shape: &[usize]) {
+    let v = &mut c.values[id];
+    v.shape = shape.to_vec();
+    if let Some(Stored::Memory(t)) = &mut v.tensor {
+        t.shape = shape.to_vec();
+    }
+}
+
+#[test]
+fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual() {
+    // ONNX Runtime's optimiser moved dense's bias and the residual Add into one scope-less
+    // SkipLayerNormalization: dense's own scope ends in a bare MatMul (its output minus the
+    // bias), and the LayerNorm's scope holds no node.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let dense = [2.0, 1.0, 4.0, 3.0];
+    let matmul = [1.5, 0.0, 3.5, 2.0]; // dense minus the bias [0.5, 1.0] on each row
+    let norm = [-1.0, 1.0, -1.0, 1.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let lin = t.op("aten::linear", "attn.dense", &[ti], &dense);
+    let add = t.op("aten::add", "attn", &[lin, ti], &[3.0, 3.0, 7.0, 7.0]);
+    let ln = t.op("aten::layer_norm", "attn.norm", &[add], &norm);
+    let ffn = t.op("aten::linear", "ffn", &[ln], &[0.5; 4]);
+    t.output(0, ffn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let omm = o.op("MatMul", "attn.dense", &[oi], &matmul);
+    let fused = o.op(
+        "com.microsoft::SkipLayerNormalization",
+        "",
+        &[omm, oi],
+        &norm,
+    );
+    o.values[fused].scope_recorded = false;
+    o.values[fused].node = "SkipLayerNorm_AddBias_0".into();
+    let offn = o.op("Gemm", "ffn", &[fused], &[0.5; 4]);
+    o.output(0, offn);
+    let (mut t, mut o) = (t.build(), o.build());
+    for id in [ti, lin, add, ln, ffn, ffn + 1] {
+        reshape(&mut t, id, &[2, 2]);
+    }
+    for id in [oi, omm, fused, offn, offn + 1] {
+        reshape(&mut o, id, &[2, 2]);
+    }
+    let p = pair(&t, &o).unwrap();
+    let norm_pair = pair_of(&p, ln).expect("the LayerNorm is paired");
+    assert_eq!(norm_pair.onnx, fused);
+    assert_eq!(norm_pair.paired_by, PairedBy::Dataflow);
+    assert!(
+        pair_of(&p, lin).is_none(),
+        "a bias-less MatMul is not the Linear's twin"
+    );
+    for id in [lin, add] {
+        let u = p.unpaired.iter().find(|u| u.id == id).unwrap();
+        assert!(u.accounted, "{}: {}", u.name, u.reason);
+        assert!(u.reason.contains("SkipLayerNorm_AddBias_0"), "{}", u.reason);
+    }
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}

@@ -1,0 +1,282 @@
+//! Nodes a graph optimiser fused across module boundaries, paired by where they sit in the
+//! dataflow rather than by scope.
+//!
+//! ONNX Runtime's transformer optimiser (and similar tools) replace a Linear's bias Add, the
+//! residual Add and the LayerNorm after it with one `SkipLayerNormalization`, or an Add and
+//! the GELU after it with one `BiasGelu`, under a node name that records no scope. Three
+//! things follow, each handled here:
+//!
+//! - the Linear's scope now ends in a bare MatMul: its value is the Linear's output minus the
+//!   bias, a partial value that must not be compared (`split_partial_linear`);
+//! - the LayerNorm or GELU has no ONNX node in its scope, but the fused node computes its
+//!   value: it is the unpaired scope-less ONNX value of a compatible kind and shape that is
+//!   computed from the twins of the TorchScript value's producers and feeds the twins of its
+//!   consumers (`pair_scopeless`);
+//! - the residual Add and the biased Linear are inside that node: covered, not missing
+//!   (`account_fused_into_consumers`).
+//!
+//! Only scope-less ONNX values are candidates, so values still never pair across scopes.
+
+use super::dataflow::{computed_from_all, nearest_producer_twins};
+use super::ops::{compatible, onnx_families};
+use super::{is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer};
+use crate::capture::tensor::HostTensor;
+use crate::capture::CapturedValue;
+use std::collections::HashSet;
+
+/// Below this, a Linear and a MatMul agree: nothing is missing from the MatMul.
+const AGREE: f64 = 1e-4;
+
+/// Whether `diff = reference - test` over `[rows, channels]` is one vector repeated on every
+/// row (up to rounding), and not zero: the bias of a Linear that a later node adds.
+fn is_per_channel_offset(reference: &HostTensor, test: &HostTensor) -> bool {
+    let channels = *reference.shape.last().unwrap_or(&0);
+    let n = reference.numel();
+    if channels == 0 || n != test.numel() || n / channels < 2 {
+        return false;
+    }
+    let diff = |i: usize| reference.data.get_f64(i) - test.data.get_f64(i);
+    let offset: Vec<f64> = (0..channels).map(diff).collect();
+    let largest = offset.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+    if !largest.is_finite() || largest == 0.0 {
+        return false;
+    }
+    (channels..n).all(|i| (diff(i) - offset[i % channels]).abs() <= largest * 1e-3)
+}
+
+/// Whether ONNX value `o` is TorchScript value `t` without a bias: a bare MatMul (which
+/// adds none) that differs from it by one vector on every row. `t` may be a Linear, or a
+/// module whose output is a view of its `addmm` (GPT-2's Conv1D).
+fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
+    if o.op != "MatMul" {
+        return false;
+    }
+    let (Ok(reference), Ok(test)) = (t.data(), o.data()) else {
+        return false;
+    };
+    relative_distance(&test, &reference) > AGREE && is_per_channel_offset(&reference, &test)
+}
+
+/// How well scope-less ONNX value `c` sits before the consumers' twins, as a rank (lower is
+/// better): 0 when it computes all of them and is of the TorchScript value's kind, 1 when it
+/// computes all of them, 2 when it computes one of them and is of its kind (one consumer's
+/// pair may be a doubtful one, placed by order alone); `None` otherwise. "One of them" is
+/// not enough for a value of another kind: through a run of unpaired values a consumer far
+/// downstream would let it meet any later node.
+fn placement(ov: &[CapturedValue], c: usize, consumers: &[usize], kind: bool) -> Option<u8> {
+    let computes = |d: &usize| computed_from_all(ov, *d, &[c]);
+    if consumers.iter().all(computes) {
+        Some(if kind { 0 } else { 1 })
+    } else if kind && consumers.iter().any(computes) {
+        Some(2)
+    } else {
+        None
+    }
+}
+
+/// The ONNX twins of the nearest paired values computed from TorchScript value `t`,
+/// looking through unpaired ones.
+fn nearest_consumer_twins(
+    consumers: &[Vec<usize>],
+    twin: impl Fn(usize) -> Option<usize>,
+    t: usize,
+) -> Vec<usize> {
+    let mut twins = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<usize> = consumers[t].clone();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        match twin(v) {
+            Some(o) => twins.push(o),
+            None => stack.extend(&consumers[v]),
+        }
+    }
+    twins
+}
+
+fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
+    let mut consumers = vec![Vec::new(); values.len()];
+    for v in values {
+        for &u in v.inputs.iter().filter(|&&u| u < values.len() && u != v.id) {
+            consumers[u].push(v.id);
+        }
+    }
+    consumers
+}
+
+impl Pairer<'_> {
+    /// Unpairs a Linear compared with a bare MatMul whose difference from it is one vector
+    /// on every row: the bias was moved into a later fused node, and the MatMul's value is
+    /// not the Linear's output. A real fault in a bias is in the node that adds it, which
+    /// is still compared; a bias the export dropped fails every layer after it.
+    pub(super) fn split_partial_linear(&mut self) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let partial: Vec<usize> = self
+            .torch_to_onnx
+            .iter()
+            .filter(|(&t, &(o, _))| lacks_bias(&tv[t], &ov[o]))
+            .map(|(&t, _)| t)
+            .collect();
+        for t in partial {
+            let (o, _) = self.torch_to_onnx.remove(&t).expect("paired");
+            self.onnx_paired.remove(&o);
+            let reason = format!(
+                "its ONNX value {} lacks the bias, which a later node adds",
+                ov[o].node
+            );
+            self.torch_reason.insert(t, (reason, false));
+        }
+    }
+
+    /// Pairs each TorchScript layer value left without a twin (`open`: module outputs and
+    /// functional ops) with the unpaired scope-less ONNX value that sits where it does in
+    /// the dataflow: computed from all its producers' twins, and computing its consumers'
+    /// twins (`placement`); of a compatible kind for a functional op, of any kind but a
+    /// pure layout op for a module's output (a GELU module ends in a Mul, its fused node is
+    /// a Gelu), never a bias-less partial product. Pairs are made best first, then checked again against the pairs
+    /// made after them; one that no longer fits is undone.
+    pub(super) fn pair_scopeless(&mut self, boundary: &[Pair], open: &[(usize, bool)]) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let consumers = consumers_of(tv);
+        let scopeless: Vec<usize> = ov
+            .iter()
+            .filter(|c| !c.scope_recorded && is_layer_candidate(c))
+            .map(|c| c.id)
+            .collect();
+        if scopeless.is_empty() {
+            return;
+        }
+        // Every fitting (TorchScript value, ONNX value), then assigned best first: by
+        // `placement` (a LayerNorm takes the SkipLayerNormalization before the Linear whose
+        // bias it adds), then closer values first.
+        let mut fitting: Vec<(u8, f64, usize, usize)> = Vec::new();
+        for &(t, module_output) in open {
+            if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
+                continue;
+            }
+            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            for &c in &scopeless {
+                let kind = compatible(&tv[t].op, &ov[c].op);
+                let layout = onnx_families(&ov[c].op).contains(&"layout");
+                let candidate = !self.onnx_paired.contains(&c)
+                    && same_shape(&tv[t], &ov[c])
+                    && (kind || (module_output && !layout))
+                    && !lacks_bias(&tv[t], &ov[c])
+                    && computed_from_all(ov, c, &producers);
+                if let Some(tier) = candidate
+                    .then(|| placement(ov, c, &consumers, kind))
+                    .flatten()
+                {
+                    fitting.push((tier, self.distance(t, c), t, c));
+                }
+            }
+        }
+        fitting.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let mut made = Vec::new();
+        for (_, _, t, c) in fitting {
+            if !self.torch_to_onnx.contains_key(&t) && !self.onnx_paired.contains(&c) {
+                self.add_pair(t, c, PairedBy::Dataflow);
+                made.push(t);
+            }
+        }
+        // Each was judged against the pairs made before this step; the ones made after it
+        // may place its neighbours elsewhere (a Linear's output first met the reshape after
+        // the LayerNorm that its consumer has since taken).
+        made.sort_unstable();
+        for t in made {
+            let (c, _) = self.torch_to_onnx[&t];
+            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            let kind = compatible(&tv[t].op, &ov[c].op);
+            let still_fits = computed_from_all(ov, c, &producers)
+                && placement(ov, c, &consumers, kind).is_some();
+            if still_fits {
+                self.torch_reason.remove(&t);
+            } else {
+                self.torch_to_onnx.remove(&t);
+                self.onnx_paired.remove(&c);
+            }
+        }
+    }
+
+    /// How far ONNX value `c` is from TorchScript value `t` (`relative_distance`); infinite
+    /// when either is not at hand.
+    pub(super) fn distance(&self, t: usize, c: usize) -> f64 {
+        match (self.torch.values[t].data(), self.onnx.values[c].data()) {
+            (Ok(reference), Ok(test)) => relative_distance(&test, &reference),
+            _ => f64::INFINITY,
+        }
+    }
+
+    fn accounted(&self, t: usize) -> bool {
+        self.torch_reason
+            .get(&t)
+            .is_some_and(|(_, accounted)| *accounted)
+    }
+
+    /// A TorchScript value left without a twin whose nearest consumers are all paired with
+    /// one scope-less ONNX node computed from its producers' twins was fused into that node
+    /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered.
+    pub(super) fn account_fused_into_consumers(
+        &mut self,
+        boundary: &[Pair],
+        open: &[(usize, bool)],
+    ) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let consumers = consumers_of(tv);
+        for &(t, _) in open {
+            if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
+                continue;
+            }
+            let twins = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            let Some(&node) = twins.first() else {
+                continue;
+            };
+            let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
+            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            if one_fused_node && computed_from_all(ov, node, &producers) {
+                let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
+                self.torch_reason.insert(t, (reason, true));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::tensor::HostTensor;
+
+    #[test]
+    fn a_missing_bias_is_one_vector_on_every_row() {
+        let with_bias = HostTensor::f32(vec![3, 2], vec![1.5, 2.0, 3.5, 4.0, 5.5, 6.0]);
+        let matmul = HostTensor::f32(vec![3, 2], vec![1.0, 3.0, 3.0, 5.0, 5.0, 7.0]);
+        assert!(is_per_channel_offset(&with_bias, &matmul));
+        // A fault that changes one element is no per-channel offset.
+        let faulty = HostTensor::f32(vec![3, 2], vec![1.5, 2.0, 3.5, 4.0, 9.0, 6.0]);
+        assert!(!is_per_channel_offset(&faulty, &with_bias));
+        // Equal values are not an offset either.
+        assert!(!is_per_channel_offset(&with_bias, &with_bias));
+        // One row cannot tell an offset from any difference.
+        let row = HostTensor::f32(vec![1, 2], vec![1.0, 2.0]);
+        let other = HostTensor::f32(vec![1, 2], vec![0.0, 0.0]);
+        assert!(!is_per_channel_offset(&row, &other));
+    }
+
+    #[test]
+    fn consumers_are_found_through_unpaired_values() {
+        // 0 -> 1 -> 2, 0 -> 3; 2 and 3 are paired.
+        let consumers = vec![vec![1, 3], vec![2], vec![], vec![]];
+        let twin = |v| match v {
+            2 => Some(20),
+            3 => Some(30),
+            _ => None,
+        };
+        let mut twins = nearest_consumer_twins(&consumers, twin, 0);
+        twins.sort();
+        assert_eq!(twins, [20, 30]);
+    }
+}
