@@ -19,6 +19,9 @@ fi
 if [ ! -f tests/fixtures/precision/overflow_fp16/model.onnx ]; then
     .venv/bin/python scripts/make_precision_fixtures.py
 fi
+if [ ! -f tests/fixtures/optimized/manifest.json ]; then
+    .venv/bin/python scripts/make_optimized_fixtures.py
+fi
 if [ ! -f tests/fixtures/drift/drift_and_fault/model.onnx ]; then
     .venv/bin/python scripts/make_drift_fixtures.py
 fi

@@ -14,7 +14,33 @@
 
 use super::{compatible, is_layer_candidate, same_shape, Pair, PairedBy, Pairer};
 use crate::capture::CapturedValue;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+/// What siblings share: TorchScript op and shape, ONNX op, their producers' twins.
+type SiblingKey = (String, Vec<usize>, String, Vec<usize>);
+
+/// Siblings are few (a query, key and value); beyond this many, permutations are not tried.
+const MAX_SIBLINGS: usize = 4;
+
+/// Below this distance a value matches another closely: rounding, even float16's, not a
+/// different computation.
+const CLOSE: f64 = 1e-2;
+
+/// Every ordering of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for rest in permutations(n - 1) {
+        for at in 0..=rest.len() {
+            let mut p = rest.clone();
+            p.insert(at, n - 1);
+            out.push(p);
+        }
+    }
+    out
+}
 
 /// The ONNX twins of the nearest paired values that TorchScript value `t` was computed
 /// from, looking through unpaired ones.
@@ -119,6 +145,60 @@ impl Pairer<'_> {
         }
     }
 
+    /// Sibling pairs (the same TorchScript op and shape, the same ONNX op, computed from the
+    /// same producers' twins: a query, key and value projection) are alike to the dataflow,
+    /// so an optimiser that reordered them leaves them paired crosswise, and each failure
+    /// confirms the next. The values settle it: when another assignment within the siblings
+    /// matches every one of them closely and the order's does not, it is taken. A real
+    /// fault matches no sibling closely, so it keeps its pair.
+    pub(super) fn uncross_siblings(&mut self, boundary: &[Pair]) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let mut siblings: HashMap<SiblingKey, Vec<usize>> = HashMap::new();
+        let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
+        order.sort_unstable();
+        for &t in &order {
+            let (o, _) = self.torch_to_onnx[&t];
+            let mut producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            producers.sort_unstable();
+            let key = (
+                tv[t].op.clone(),
+                tv[t].shape.clone(),
+                ov[o].op.clone(),
+                producers,
+            );
+            siblings.entry(key).or_default().push(t);
+        }
+        for group in siblings.into_values() {
+            if !(2..=MAX_SIBLINGS).contains(&group.len()) {
+                continue;
+            }
+            let held: Vec<usize> = group.iter().map(|t| self.torch_to_onnx[t].0).collect();
+            let distance: Vec<Vec<f64>> = group
+                .iter()
+                .map(|&t| held.iter().map(|&o| self.distance(t, o)).collect())
+                .collect();
+            let worst = |perm: &[usize]| {
+                perm.iter()
+                    .enumerate()
+                    .map(|(i, &j)| distance[i][j])
+                    .fold(0.0f64, f64::max)
+            };
+            let identity: Vec<usize> = (0..group.len()).collect();
+            let best = permutations(group.len())
+                .into_iter()
+                .min_by(|a, b| worst(a).total_cmp(&worst(b)))
+                .unwrap_or_else(|| identity.clone());
+            if best != identity && worst(&best) < CLOSE && worst(&best) * 10.0 < worst(&identity) {
+                for (i, &j) in best.iter().enumerate() {
+                    if i != j {
+                        self.torch_to_onnx
+                            .insert(group[i], (held[j], PairedBy::Dataflow));
+                    }
+                }
+            }
+        }
+    }
+
     /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`
     /// (`distance`); the first when the data is not at hand.
     pub(super) fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<usize> {
@@ -183,5 +263,15 @@ mod tests {
         assert!(!computed_from_all(&ov, 4, &[0]));
         assert!(computed_from_all(&ov, 4, &[]));
         assert!(computed_from_all(&ov, 4, &[4]));
+    }
+
+    #[test]
+    fn permutations_are_all_orderings_once() {
+        let mut all = permutations(3);
+        all.sort();
+        assert_eq!(all.len(), 6);
+        all.dedup();
+        assert_eq!(all.len(), 6);
+        assert!(all.contains(&vec![2, 0, 1]));
     }
 }

@@ -365,6 +365,7 @@ impl<'a> Pairer<'a> {
             self.pair_globally(&torch_groups);
         }
         let boundary: Vec<Pair> = p.inputs.iter().chain(&p.outputs).cloned().collect();
+        self.uncross_siblings(&boundary);
         self.repair_dataflow(&boundary);
         self.split_partial_linear();
         let open = self.open_representatives(&torch_groups);

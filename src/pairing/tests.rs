@@ -514,3 +514,46 @@ fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual(
     }
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
+
+#[test]
+fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
+    // A graph without scopes where an optimiser put the key's Gemm before the query's: the
+    // order pairs them crosswise, the dataflow cannot tell siblings apart, the values can.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let q = t.op("aten::linear", "attn.q", &[ti], &[1.0, 2.0]);
+    let k = t.op("aten::linear", "attn.k", &[ti], &[3.0, 4.0]);
+    let s = t.op("aten::sub", "attn", &[q, k], &[-2.0, -2.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
+    let oq = o.op("Gemm", "", &[oi], &[1.0, 2.0]);
+    let os = o.op("Sub", "", &[oq, ok], &[-2.0, -2.0]);
+    o.output(0, os);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
+    assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
+    assert_eq!(pair_of(&p, q).unwrap().paired_by, PairedBy::Dataflow);
+}
+
+#[test]
+fn a_faulty_sibling_keeps_its_pair() {
+    // The query's ONNX value is wrong (a planted fault): no other assignment matches every
+    // sibling closely, so nothing moves and the fault stays where it is.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let q = t.op("aten::linear", "attn.q", &[ti], &[1.0, 2.0]);
+    let k = t.op("aten::linear", "attn.k", &[ti], &[3.0, 4.0]);
+    let s = t.op("aten::sub", "attn", &[q, k], &[-2.0, -2.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oq = o.op("Gemm", "", &[oi], &[1.5, 2.5]);
+    let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
+    let os = o.op("Sub", "", &[oq, ok], &[-1.5, -1.5]);
+    o.output(0, os);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
+    assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
+}

@@ -1,0 +1,103 @@
+//! Models run through ONNX Runtime's transformer optimiser (`scripts/make_optimized_fixtures.py`:
+//! BERT, GPT-2 and ViT from the library fixtures, one also converted to float16). The optimiser
+//! fuses across modules under scope-less node names (SkipLayerNormalization, Gelu, FastGelu),
+//! moves Linear biases into them, and sorts the graph again. Judged from the JSON report as CI
+//! reads it: every clean model passes, its LayerNorms are compared with the
+//! SkipLayerNormalization nodes that compute them (placed by the dataflow where the graph has
+//! scopes, by order where it has none), and every planted fault is still named at the module
+//! that carries it.
+
+mod common;
+
+use common::{check_fixture, coverage_ratio, expected_fault_modules, fixtures_dir};
+use serde_json::Value;
+
+fn manifest() -> Vec<Value> {
+    let path = fixtures_dir().join("optimized/manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{} cannot be read ({e}): run .venv/bin/python scripts/make_optimized_fixtures.py",
+            path.display()
+        )
+    });
+    serde_json::from_str(&text).expect("manifest is JSON")
+}
+
+fn failing_layers(report: &Value) -> String {
+    report["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["pass"] == false)
+        .map(|l| {
+            format!(
+                "#{} {} {} {}",
+                l["index"], l["module"], l["onnx_node"], l["rel_to_range"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[test]
+fn optimised_clean_models_pass_with_their_fused_nodes_compared() {
+    let clean: Vec<Value> = manifest()
+        .into_iter()
+        .filter(|e| e["fault"].is_null())
+        .collect();
+    assert!(
+        clean.len() >= 4,
+        "only {} clean optimised fixtures",
+        clean.len()
+    );
+    let mut failures = Vec::new();
+    for entry in clean {
+        let name = format!("optimized/{}", entry["name"].as_str().unwrap());
+        let (code, report, output) = check_fixture(&name, &[]);
+        let fused_layer_norms = report["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| {
+                l["onnx_op"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("SkipLayerNormalization")
+            })
+            .filter(|l| l["torch_op"] == "aten::layer_norm")
+            .count();
+        if code != 0 || fused_layer_norms < 3 {
+            failures.push(format!(
+                "{name}: exit {code}, verdict {}, coverage {:.3}, {fused_layer_norms} LayerNorm(s) compared with a SkipLayerNormalization; failing: {}; stderr: {}",
+                report["verdict"],
+                coverage_ratio(&report),
+                failing_layers(&report),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn planted_faults_survive_the_optimiser() {
+    let faults: Vec<Value> = manifest()
+        .into_iter()
+        .filter(|e| !e["fault"].is_null())
+        .collect();
+    assert!(faults.len() >= 3, "only {} optimised faults", faults.len());
+    let mut failures = Vec::new();
+    for entry in faults {
+        let name = format!("optimized/{}", entry["name"].as_str().unwrap());
+        let expected = expected_fault_modules(&entry["fault"]);
+        let (code, report, _) = check_fixture(&name, &[]);
+        let got = report["first_divergence"]["module"].as_str().unwrap_or("");
+        if code != 1 || !expected.contains(&got) {
+            failures.push(format!(
+                "{name}: exit {code}, first divergence '{got}', want one of {expected:?}; failing: {}",
+                failing_layers(&report)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
