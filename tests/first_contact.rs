@@ -197,8 +197,9 @@ fn a_libtorch_run_error_keeps_the_innermost_reason() {
         stderr.contains("shape '[1, 4]' is invalid for input of size 8"),
         "{stderr}"
     );
+    // The model's own line, relative to the checkout as in the reports.
     assert!(
-        stderr.contains("make_first_contact_fixtures.py:"),
+        stderr.contains("(at scripts/make_first_contact_fixtures.py:"),
         "{stderr}"
     );
 }

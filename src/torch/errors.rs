@@ -38,11 +38,15 @@ pub fn explain_load_error(message: &str) -> String {
 }
 
 /// The one-line reason a run failed: the innermost error libtorch raised, followed by the
-/// line of the model's source it happened at when the archive kept it.
+/// line of the model's source it happened at when the archive kept it (shown as reports show
+/// source lines: relative to the working directory where it can be).
 pub fn explain_run_error(message: &str) -> String {
     let reason = innermost_reason(message);
     match original_location(message) {
-        Some(at) => format!("{reason} (at {at})"),
+        Some(at) => format!(
+            "{reason} (at {})",
+            crate::capture::location::display_location(&at)
+        ),
         None => reason,
     }
 }
