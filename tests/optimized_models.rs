@@ -1,8 +1,10 @@
-//! Models run through ONNX Runtime's transformer optimiser (`scripts/make_optimized_fixtures.py`:
-//! BERT, GPT-2 and ViT from the library fixtures, one also converted to float16). The optimiser
-//! fuses across modules under scope-less node names (SkipLayerNormalization, Gelu, FastGelu),
-//! moves Linear biases into them, and sorts the graph again. Judged from the JSON report as CI
-//! reads it: every clean model passes, its LayerNorms are compared with the
+//! Models run through graph tools after export (`scripts/make_optimized_fixtures.py`): BERT,
+//! GPT-2 and ViT through ONNX Runtime's transformer optimiser (one also converted to float16),
+//! which fuses across modules under scope-less node names (SkipLayerNormalization, Gelu,
+//! FastGelu), moves Linear biases into them, and sorts the graph again; and YOLO, ViT and
+//! MobileViT dynamo exports simplified by onnxslim, which leaves no scopes at all. Judged
+//! from the JSON report as CI reads it: every clean model passes, the optimiser's
+//! LayerNorms are compared with the
 //! SkipLayerNormalization nodes that compute them (placed by the dataflow where the graph has
 //! scopes, by order where it has none), and every planted fault is still named at the module
 //! that carries it.
@@ -66,7 +68,8 @@ fn optimised_clean_models_pass_with_their_fused_nodes_compared() {
             })
             .filter(|l| l["torch_op"] == "aten::layer_norm")
             .count();
-        if code != 0 || fused_layer_norms < 3 {
+        let transformer_optimiser = entry["tool"] != "onnxslim";
+        if code != 0 || (transformer_optimiser && fused_layer_norms < 3) {
             failures.push(format!(
                 "{name}: exit {code}, verdict {}, coverage {:.3}, {fused_layer_norms} LayerNorm(s) compared with a SkipLayerNormalization; failing: {}; stderr: {}",
                 report["verdict"],

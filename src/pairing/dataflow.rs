@@ -8,9 +8,10 @@
 //! seems to confirm it. Structure settles it without looking at numbers: walk back from the
 //! TorchScript value to its nearest paired producers; their ONNX twins must all be ancestors
 //! of the ONNX value. A pair that breaks this is moved to the ONNX value of the same scope,
-//! kind and shape that keeps it (the values choose among several); when none does, it stays
-//! but is marked, and a failure there is not trusted on its own (`evaluate` treats it as
-//! unconfirmed). A real fault changes numbers, not wiring, so it keeps its pair.
+//! kind and shape that keeps it and is closer in value (the values choose among several);
+//! when none does, it stays but is marked, and a failure there is not trusted on its own
+//! (`evaluate` treats it as unconfirmed). A real fault changes numbers, not wiring, so it
+//! keeps its pair.
 
 use super::{compatible, is_layer_candidate, same_shape, Pair, PairedBy, Pairer};
 use crate::capture::CapturedValue;
@@ -127,7 +128,13 @@ impl Pairer<'_> {
                 .filter(|c| computed_from_all(ov, c.id, &needed))
                 .map(|c| c.id)
                 .collect();
-            match self.closest_onnx(t, &candidates) {
+            // Only a closer value replaces the pair: layout ops commute (a Reshape and a
+            // Transpose may be exported in either order), which breaks the ancestry while the
+            // values still agree.
+            let closer = self
+                .closest_onnx(t, &candidates)
+                .filter(|&c| self.distance(t, c) < self.distance(t, o));
+            match closer {
                 Some(c) => {
                     if let Some(other) = held_by(c) {
                         let (_, by) = self.torch_to_onnx[&other];

@@ -18,11 +18,21 @@
 //! Only scope-less ONNX values are candidates, so values still never pair across scopes.
 
 use super::dataflow::{computed_from_all, nearest_producer_twins};
-use super::ops::{compatible, onnx_families};
+use super::ops::compatible;
 use super::{is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer};
 use crate::capture::tensor::HostTensor;
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
+
+/// A TorchScript value still without a twin, as `pair_scopeless` sees it.
+pub(super) struct Open {
+    pub id: usize,
+    /// A leaf module's output (it stands for the whole call), not a functional op.
+    pub module_output: bool,
+    /// The value whose op says what kind of computation this is: the module's last op that
+    /// is not a layout op, or the value itself.
+    pub kind_of: usize,
+}
 
 /// Below this, a Linear and a MatMul agree: nothing is missing from the MatMul.
 const AGREE: f64 = 1e-4;
@@ -133,11 +143,11 @@ impl Pairer<'_> {
     /// Pairs each TorchScript layer value left without a twin (`open`: module outputs and
     /// functional ops) with the unpaired scope-less ONNX value that sits where it does in
     /// the dataflow: computed from all its producers' twins, and computing its consumers'
-    /// twins (`placement`); of a compatible kind for a functional op, of any kind but a
-    /// pure layout op for a module's output (a GELU module ends in a Mul, its fused node is
-    /// a Gelu), never a bias-less partial product. Pairs are made best first, then checked again against the pairs
+    /// twins (`placement`); of a compatible kind, or for a module's output any node of ONNX
+    /// Runtime's own fused ops (a GELU module ends in a Mul, its fused node is a Gelu);
+    /// never a bias-less partial product. Pairs are made best first, then checked again against the pairs
     /// made after them; one that no longer fits is undone.
-    pub(super) fn pair_scopeless(&mut self, boundary: &[Pair], open: &[(usize, bool)]) {
+    pub(super) fn pair_scopeless(&mut self, boundary: &[Pair], open: &[Open]) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(tv);
         let scopeless: Vec<usize> = ov
@@ -152,18 +162,27 @@ impl Pairer<'_> {
         // `placement` (a LayerNorm takes the SkipLayerNormalization before the Linear whose
         // bias it adds), then closer values first.
         let mut fitting: Vec<(u8, f64, usize, usize)> = Vec::new();
-        for &(t, module_output) in open {
+        for &Open {
+            id: t,
+            module_output,
+            kind_of,
+        } in open
+        {
             if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
                 continue;
             }
             let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
             let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
             for &c in &scopeless {
-                let kind = compatible(&tv[t].op, &ov[c].op);
-                let layout = onnx_families(&ov[c].op).contains(&"layout");
+                let kind =
+                    compatible(&tv[t].op, &ov[c].op) || compatible(&tv[kind_of].op, &ov[c].op);
+                // A whole module under another op is what a fused node computes (a GELU
+                // module ends in a Mul, ONNX Runtime's node is a Gelu); anything else must be
+                // of the value's own kind.
+                let fused_module = module_output && ov[c].op.starts_with("com.microsoft::");
                 let candidate = !self.onnx_paired.contains(&c)
                     && same_shape(&tv[t], &ov[c])
-                    && (kind || (module_output && !layout))
+                    && (kind || fused_module)
                     && !lacks_bias(&tv[t], &ov[c])
                     && computed_from_all(ov, c, &producers);
                 if let Some(tier) = candidate
@@ -176,21 +195,20 @@ impl Pairer<'_> {
         }
         fitting.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
         let mut made = Vec::new();
-        for (_, _, t, c) in fitting {
+        for (tier, _, t, c) in fitting {
             if !self.torch_to_onnx.contains_key(&t) && !self.onnx_paired.contains(&c) {
                 self.add_pair(t, c, PairedBy::Dataflow);
-                made.push(t);
+                made.push((t, tier != 1));
             }
         }
         // Each was judged against the pairs made before this step; the ones made after it
         // may place its neighbours elsewhere (a Linear's output first met the reshape after
         // the LayerNorm that its consumer has since taken).
         made.sort_unstable();
-        for t in made {
+        for (t, kind) in made {
             let (c, _) = self.torch_to_onnx[&t];
             let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
             let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
-            let kind = compatible(&tv[t].op, &ov[c].op);
             let still_fits = computed_from_all(ov, c, &producers)
                 && placement(ov, c, &consumers, kind).is_some();
             if still_fits {
@@ -220,14 +238,10 @@ impl Pairer<'_> {
     /// A TorchScript value left without a twin whose nearest consumers are all paired with
     /// one scope-less ONNX node computed from its producers' twins was fused into that node
     /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered.
-    pub(super) fn account_fused_into_consumers(
-        &mut self,
-        boundary: &[Pair],
-        open: &[(usize, bool)],
-    ) {
+    pub(super) fn account_fused_into_consumers(&mut self, boundary: &[Pair], open: &[Open]) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(tv);
-        for &(t, _) in open {
+        for &Open { id: t, .. } in open {
             if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
                 continue;
             }

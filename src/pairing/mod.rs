@@ -12,6 +12,7 @@
 
 mod align;
 mod dataflow;
+mod decomposition;
 mod fused_nodes;
 pub mod ops;
 mod scopes;
@@ -365,6 +366,7 @@ impl<'a> Pairer<'a> {
             self.pair_globally(&torch_groups);
         }
         let boundary: Vec<Pair> = p.inputs.iter().chain(&p.outputs).cloned().collect();
+        self.complete_decompositions();
         self.uncross_siblings(&boundary);
         self.repair_dataflow(&boundary);
         self.split_partial_linear();
@@ -397,28 +399,39 @@ impl<'a> Pairer<'a> {
     }
 
     /// The representatives still without a twin or an accounted reason, in execution
-    /// order, each with whether it is a module's output.
+    /// order. A module's output stands for the module's computation, whose kind is that of
+    /// its last op that is not a layout op (GPT-2's Conv1D returns a view of its `addmm`).
     fn open_representatives(
         &self,
         torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
-    ) -> Vec<(usize, bool)> {
-        let mut open: Vec<(usize, bool)> = torch_groups
+    ) -> Vec<fused_nodes::Open> {
+        let tv = &self.torch.values;
+        let mut open: Vec<fused_nodes::Open> = torch_groups
             .iter()
             .flat_map(|(k, ids)| {
                 let leaf = self.is_leaf_group(k);
+                let computing = ids
+                    .iter()
+                    .rev()
+                    .find(|&&id| !ops::torch_families(&tv[id].op).contains(&"layout"))
+                    .copied();
                 self.representatives(k, ids)
                     .into_iter()
-                    .map(move |id| (id, leaf))
+                    .map(move |id| fused_nodes::Open {
+                        id,
+                        module_output: leaf,
+                        kind_of: if leaf { computing.unwrap_or(id) } else { id },
+                    })
             })
-            .filter(|&(id, _)| {
-                !self.torch_to_onnx.contains_key(&id)
+            .filter(|v| {
+                !self.torch_to_onnx.contains_key(&v.id)
                     && !self
                         .torch_reason
-                        .get(&id)
+                        .get(&v.id)
                         .is_some_and(|(_, accounted)| *accounted)
             })
             .collect();
-        open.sort_unstable();
+        open.sort_unstable_by_key(|v| v.id);
         open
     }
 

@@ -32,8 +32,14 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
             &["activation", "arith"]
         }
         "softmax" | "log_softmax" | "_softmax" => &["softmax"],
-        "add" | "sub" | "rsub" | "mul" | "div" | "floor_divide" | "true_divide" | "where"
-        | "maximum" | "minimum" | "masked_fill" => &["arith"],
+        // An elementwise op meets the ONNX ops it becomes (an Add, or a Sub of a negated
+        // constant; a Div, or a Mul by the reciprocal), not every arithmetic node: in a
+        // graph without scopes a SiLU's `x * sigmoid(x)` Mul next to a residual Add would
+        // let the order pair the add with the Mul and shift every pair after it.
+        "add" | "sub" | "rsub" => &["add"],
+        "mul" | "div" | "floor_divide" | "true_divide" => &["mul"],
+        "where" | "masked_fill" => &["where"],
+        "maximum" | "minimum" => &["relu", "arith"],
         "max_pool1d"
         | "max_pool2d"
         | "max_pool3d"
@@ -99,7 +105,11 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         | "LeakyRelu" | "PRelu" | "Softplus" | "Mish" | "Erf" | "Exp" | "Log" | "Sqrt" | "Neg"
         | "Abs" | "Reciprocal" | "Pow" | "Sin" | "Cos" => &["activation"],
         "Softmax" | "LogSoftmax" => &["softmax"],
-        "Add" | "Sub" | "Mul" | "Div" | "Where" => &["arith"],
+        // `arith` for the ops whose decomposition may end in any of them (a GELU's Mul, a
+        // Linear's bias Add, a LayerNorm's last Add).
+        "Add" | "Sub" => &["add", "arith"],
+        "Mul" | "Div" => &["mul", "arith"],
+        "Where" => &["where", "arith"],
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => &["pool"],
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" => {
             &["reduce", "pool"]
@@ -250,6 +260,11 @@ mod tests {
         assert!(compatible("my_ops::my_add", "my_ops::my_add"));
         assert!(compatible("aten::gt", "Greater"));
         assert!(compatible("aten::argmax", "ArgMax"));
+        assert!(compatible("aten::sub", "Add"));
+        assert!(compatible("aten::div", "Mul"));
+        assert!(compatible("aten::silu", "Mul"));
+        assert!(compatible("aten::layer_norm", "com.microsoft::SkipLayerNormalization"));
+        assert!(compatible("aten::gelu", "com.microsoft::FastGelu"));
     }
 
     #[test]
@@ -257,5 +272,7 @@ mod tests {
         assert!(!compatible("aten::cat", "Resize"));
         assert!(!compatible("aten::_convolution", "Relu"));
         assert!(!compatible("aten::upsample_bilinear2d", "Concat"));
+        assert!(!compatible("aten::add", "Mul"));
+        assert!(!compatible("aten::mul", "Add"));
     }
 }

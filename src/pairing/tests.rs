@@ -557,3 +557,34 @@ fn a_faulty_sibling_keeps_its_pair() {
     assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
     assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
 }
+
+#[test]
+fn a_silu_written_as_mul_and_sigmoid_pairs_at_the_mul_and_the_add_at_the_add() {
+    // onnxslim'd dynamo export: no scopes, `silu(c)` is `Mul(c, Sigmoid(c))`, then the
+    // residual Add. The add must not meet the Mul (a shift that fails every later pair).
+    let x = [1.0, -2.0];
+    let sig = [0.731, 0.881];
+    let silu = [1.462, 1.762];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let conv = t.op("aten::_convolution", "block.conv", &[ti], &[2.0, 2.0]);
+    let act = t.op("aten::silu", "block.act", &[conv], &silu);
+    let add = t.op("aten::add", "block", &[act, ti], &[2.462, -0.238]);
+    t.output(0, add);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oconv = o.op("Conv", "", &[oi], &[2.0, 2.0]);
+    let osig = o.op("Sigmoid", "", &[oconv], &sig);
+    let omul = o.op("Mul", "", &[oconv, osig], &silu);
+    let oadd = o.op("Add", "", &[omul, oi], &[2.462, -0.238]);
+    o.output(0, oadd);
+    let (t, mut o) = (t.build(), o.build());
+    for v in &mut o.values {
+        v.scope.clear();
+        v.scope_recorded = false;
+    }
+    let p = pair(&t, &o).unwrap();
+    assert_eq!(pair_of(&p, conv).unwrap().onnx, oconv);
+    assert_eq!(pair_of(&p, act).unwrap().onnx, omul);
+    assert_eq!(pair_of(&p, add).unwrap().onnx, oadd);
+}
