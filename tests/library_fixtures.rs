@@ -7,32 +7,10 @@
 
 mod common;
 
-use common::{check_fixture, coverage_ratio, expected_fault_modules, library_manifest, stderr_of};
+use common::{
+    check_fixture, coverage_ratio, expected_fault_modules, library_manifest, stderr_of, summary,
+};
 use serde_json::Value;
-
-/// A one-line account of a run for failure messages.
-fn summary(report: &Value) -> String {
-    let worst = report["layers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|l| l["pass"] == false)
-        .map(|l| {
-            format!(
-                "#{} {} {} ({})",
-                l["index"], l["module"], l["onnx_node"], l["rel_to_range"]
-            )
-        })
-        .take(3)
-        .collect::<Vec<_>>()
-        .join("; ");
-    format!(
-        "verdict {}, first divergence {}, coverage {:.3}, failing: {worst}",
-        report["verdict"],
-        report["first_divergence"],
-        coverage_ratio(report)
-    )
-}
 
 #[test]
 fn clean_library_exports_pass_with_high_coverage() {

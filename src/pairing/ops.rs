@@ -263,7 +263,10 @@ mod tests {
         assert!(compatible("aten::sub", "Add"));
         assert!(compatible("aten::div", "Mul"));
         assert!(compatible("aten::silu", "Mul"));
-        assert!(compatible("aten::layer_norm", "com.microsoft::SkipLayerNormalization"));
+        assert!(compatible(
+            "aten::layer_norm",
+            "com.microsoft::SkipLayerNormalization"
+        ));
         assert!(compatible("aten::gelu", "com.microsoft::FastGelu"));
     }
 

@@ -515,10 +515,10 @@ fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual(
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
-#[test]
-fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
-    // A graph without scopes where an optimiser put the key's Gemm before the query's: the
-    // order pairs them crosswise, the dataflow cannot tell siblings apart, the values can.
+/// Query and key projections of one input, subtracted; on the ONNX side (no scopes) the
+/// two Gemms come in the order given, with the values given. Returns the pairing and the
+/// ids (torch q, torch k, onnx q, onnx k).
+fn sibling_projections(onnx_q: &[f32], key_first: bool) -> (Pairing, usize, usize, usize, usize) {
     let mut t = Builder::new(Side::Torch);
     let ti = t.input(0, &[1.0, 2.0]);
     let q = t.op("aten::linear", "attn.q", &[ti], &[1.0, 2.0]);
@@ -527,11 +527,24 @@ fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
     t.output(0, s);
     let mut o = Builder::new(Side::Onnx);
     let oi = o.input(0, &[1.0, 2.0]);
-    let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
-    let oq = o.op("Gemm", "", &[oi], &[1.0, 2.0]);
-    let os = o.op("Sub", "", &[oq, ok], &[-2.0, -2.0]);
+    let (oq, ok) = if key_first {
+        let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
+        (o.op("Gemm", "", &[oi], onnx_q), ok)
+    } else {
+        let oq = o.op("Gemm", "", &[oi], onnx_q);
+        (oq, o.op("Gemm", "", &[oi], &[3.0, 4.0]))
+    };
+    let diff: Vec<f32> = onnx_q.iter().zip([3.0, 4.0]).map(|(a, b)| a - b).collect();
+    let os = o.op("Sub", "", &[oq, ok], &diff);
     o.output(0, os);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    (pair(&t.build(), &o.build()).unwrap(), q, k, oq, ok)
+}
+
+#[test]
+fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
+    // An optimiser put the key's Gemm before the query's: the order pairs them crosswise,
+    // the dataflow cannot tell siblings apart, the values can.
+    let (p, q, k, oq, ok) = sibling_projections(&[1.0, 2.0], true);
     assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
     assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
     assert_eq!(pair_of(&p, q).unwrap().paired_by, PairedBy::Dataflow);
@@ -541,19 +554,7 @@ fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
 fn a_faulty_sibling_keeps_its_pair() {
     // The query's ONNX value is wrong (a planted fault): no other assignment matches every
     // sibling closely, so nothing moves and the fault stays where it is.
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &[1.0, 2.0]);
-    let q = t.op("aten::linear", "attn.q", &[ti], &[1.0, 2.0]);
-    let k = t.op("aten::linear", "attn.k", &[ti], &[3.0, 4.0]);
-    let s = t.op("aten::sub", "attn", &[q, k], &[-2.0, -2.0]);
-    t.output(0, s);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &[1.0, 2.0]);
-    let oq = o.op("Gemm", "", &[oi], &[1.5, 2.5]);
-    let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
-    let os = o.op("Sub", "", &[oq, ok], &[-1.5, -1.5]);
-    o.output(0, os);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (p, q, k, oq, ok) = sibling_projections(&[1.5, 2.5], false);
     assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
     assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
 }

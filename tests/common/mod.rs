@@ -98,3 +98,28 @@ pub fn expected_fault_modules(fault: &Value) -> Vec<&str> {
     }
     expected
 }
+
+/// A one-line account of a run for failure messages: verdict, first divergence, coverage
+/// and the first failing layers.
+pub fn summary(report: &Value) -> String {
+    let worst = report["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["pass"] == false)
+        .map(|l| {
+            format!(
+                "#{} {} {} ({})",
+                l["index"], l["module"], l["onnx_node"], l["rel_to_range"]
+            )
+        })
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "verdict {}, first divergence {}, coverage {:.3}, failing: {worst}",
+        report["verdict"],
+        report["first_divergence"],
+        coverage_ratio(report)
+    )
+}
