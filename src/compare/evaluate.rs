@@ -261,9 +261,10 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
 /// For each layer pair, whether its failure is unconfirmed: it exceeds its tolerance, yet
 /// its ONNX value is not computed from its producers' twins (`Pair::follows_dataflow`), or
 /// the nearest paired values computed from it (layers or outputs, looking through unpaired
-/// values and pairs that break the dataflow) exist and all pass. A real fault propagates to what is computed from it, if only
-/// weakly (two swapped channels still fail the very next layer); a value paired with the
-/// wrong ONNX value (the partial result of a decomposition) fails alone. Only the nearest
+/// values and pairs that break the dataflow) exist and all pass. A real fault propagates to
+/// what is computed from it, if only weakly (two swapped channels still fail the very next
+/// layer); a value paired with the wrong ONNX value (the partial result of a decomposition)
+/// fails alone. Only the nearest
 /// consumers are asked, so a real fault whose effect fades over several layers is confirmed
 /// by the layer after it, and only the last layer it still shows at is left unconfirmed.
 fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {

@@ -293,14 +293,7 @@ mod tests {
         assert_eq!(Tolerance::default_for(DType::F64), tol(1e-5, 1e-4));
         assert_eq!(Tolerance::default_for(DType::F16), tol(1e-2, 1e-2));
         assert_eq!(Tolerance::default_for(DType::Bf16), tol(5e-2, 5e-2));
-        for d in [
-            DType::I8,
-            DType::I16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-            DType::Bool,
-        ] {
+        for d in DType::ALL.into_iter().filter(|d| !d.is_float()) {
             assert_eq!(Tolerance::default_for(d), Tolerance::EXACT, "{d}");
         }
     }

@@ -129,33 +129,7 @@ fn conform(spec: &InputSpec, t: HostTensor, origin: &str) -> Result<(HostTensor,
     let t = if given == spec.dtype {
         t
     } else {
-        let wrong_type = || {
-            anyhow!(
-                "input '{}' from {origin} has element type {given}, but the ONNX model expects {}: save the array as {}",
-                spec.name,
-                spec.dtype,
-                spec.dtype
-            )
-        };
-        let converted = if given.is_float() && spec.dtype.is_float() {
-            let widens = given.size_bytes() < spec.dtype.size_bytes();
-            let reduced = matches!(spec.dtype, DType::F16 | DType::Bf16);
-            (widens || reduced)
-                .then(|| t.cast_float(spec.dtype))
-                .flatten()
-        } else if given.is_integer() && spec.dtype.is_integer() {
-            let fitted = t.cast_integer(spec.dtype).ok_or_else(|| {
-                anyhow!(
-                    "input '{}' from {origin} holds {given} values that do not fit the ONNX model's {}",
-                    spec.name,
-                    spec.dtype
-                )
-            })?;
-            Some(fitted)
-        } else {
-            None
-        };
-        converted.ok_or_else(wrong_type)?
+        in_signature_type(spec, &t, origin)?
     };
     if !fits(&t.shape, &spec.dims) {
         bail!(
@@ -166,6 +140,30 @@ fn conform(spec: &InputSpec, t: HostTensor, origin: &str) -> Result<(HostTensor,
         );
     }
     Ok((t, (given != spec.dtype).then_some(given)))
+}
+
+/// `t` converted to the signature's element type, when `conform` allows it.
+fn in_signature_type(spec: &InputSpec, t: &HostTensor, origin: &str) -> Result<HostTensor> {
+    let (given, want) = (t.dtype(), spec.dtype);
+    if given.is_integer() && want.is_integer() {
+        return t.cast_integer(want).ok_or_else(|| {
+            anyhow!(
+                "input '{}' from {origin} holds {given} values that do not fit the ONNX model's {want}",
+                spec.name
+            )
+        });
+    }
+    let widens = given.size_bytes() < want.size_bytes();
+    let reduced = matches!(want, DType::F16 | DType::Bf16);
+    if given.is_float() && want.is_float() && (widens || reduced) {
+        if let Some(converted) = t.cast_float(want) {
+            return Ok(converted);
+        }
+    }
+    bail!(
+        "input '{}' from {origin} has element type {given}, but the ONNX model expects {want}: save the array as {want}",
+        spec.name
+    )
 }
 
 /// Resolves every input of the signature according to the request.

@@ -261,18 +261,7 @@ mod tests {
 
     #[test]
     fn dtype_mapping_round_trips() {
-        for d in [
-            DType::F16,
-            DType::Bf16,
-            DType::F32,
-            DType::F64,
-            DType::I8,
-            DType::I16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-            DType::Bool,
-        ] {
+        for d in DType::ALL {
             assert_eq!(dtype_from_onnx(onnx_from_dtype(d)), Some(d));
         }
         assert_eq!(dtype_from_onnx(4), None); // uint16

@@ -113,18 +113,12 @@ impl Pairer<'_> {
             }
             // Another value of the same call, kind and shape that is computed from the right
             // producers, free or held by a later pair (which is checked in its turn).
-            let held_by = |c: usize| {
-                self.torch_to_onnx
-                    .iter()
-                    .find(|(_, &(held, _))| held == c)
-                    .map(|(&other, _)| other)
-            };
             let candidates: Vec<usize> = ov
                 .iter()
                 .filter(|c| c.id != o && is_layer_candidate(c))
                 .filter(|c| self.onnx_keys[c.id] == self.onnx_keys[o])
                 .filter(|c| same_shape(&tv[t], c) && compatible(&tv[t].op, &c.op))
-                .filter(|c| held_by(c.id).is_none_or(|other| other > t))
+                .filter(|c| self.holder(c.id).is_none_or(|other| other > t))
                 .filter(|c| computed_from_all(ov, c.id, &needed))
                 .map(|c| c.id)
                 .collect();
@@ -133,10 +127,10 @@ impl Pairer<'_> {
             // values still agree.
             let closer = self
                 .closest_onnx(t, &candidates)
-                .filter(|&c| self.distance(t, c) < self.distance(t, o));
+                .filter(|&(_, d)| d < self.distance(t, o));
             match closer {
-                Some(c) => {
-                    if let Some(other) = held_by(c) {
+                Some((c, _)) => {
+                    if let Some(other) = self.holder(c) {
                         let (_, by) = self.torch_to_onnx[&other];
                         self.torch_to_onnx.insert(other, (o, by));
                     } else {
@@ -206,15 +200,13 @@ impl Pairer<'_> {
         }
     }
 
-    /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`
-    /// (`distance`); the first when the data is not at hand.
-    pub(super) fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<usize> {
+    /// Of the ONNX values `candidates`, the one closest to TorchScript value `t`, with its
+    /// `distance`.
+    fn closest_onnx(&self, t: usize, candidates: &[usize]) -> Option<(usize, f64)> {
         candidates
             .iter()
-            .copied()
-            .map(|c| (self.distance(t, c), c))
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, c)| c)
+            .map(|&c| (c, self.distance(t, c)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 }
 

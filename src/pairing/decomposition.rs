@@ -6,17 +6,12 @@
 //! pair moves to it (taking it from a value it matches worse, which the order had shifted
 //! onto it).
 
-use super::{compatible, is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::{compatible, consumers_of, is_layer_candidate, same_shape, PairedBy, Pairer};
 
 impl Pairer<'_> {
     pub(super) fn complete_decompositions(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); ov.len()];
-        for v in ov {
-            for &u in v.inputs.iter().filter(|&&u| u < ov.len()) {
-                consumers[u].push(v.id);
-            }
-        }
+        let consumers = consumers_of(ov);
         let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
         order.sort_unstable();
         for t in order {
@@ -38,12 +33,7 @@ impl Pairer<'_> {
             }
             // The completing node may hold a later value that the order shifted onto it;
             // the closer value takes it, and the other is left for the steps after this.
-            let holder = self
-                .torch_to_onnx
-                .iter()
-                .find(|(_, &(held, _))| held == c)
-                .map(|(&h, _)| h);
-            if let Some(h) = holder {
+            if let Some(h) = self.holder(c) {
                 if self.distance(h, c) <= here {
                     continue;
                 }

@@ -19,7 +19,9 @@
 
 use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::compatible;
-use super::{is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer};
+use super::{
+    consumers_of, is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer,
+};
 use crate::capture::tensor::HostTensor;
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
@@ -104,16 +106,6 @@ fn nearest_consumer_twins(
         }
     }
     twins
-}
-
-fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
-    let mut consumers = vec![Vec::new(); values.len()];
-    for v in values {
-        for &u in v.inputs.iter().filter(|&&u| u < values.len() && u != v.id) {
-            consumers[u].push(v.id);
-        }
-    }
-    consumers
 }
 
 impl Pairer<'_> {
@@ -218,21 +210,6 @@ impl Pairer<'_> {
                 self.onnx_paired.remove(&c);
             }
         }
-    }
-
-    /// How far ONNX value `c` is from TorchScript value `t` (`relative_distance`); infinite
-    /// when either is not at hand.
-    pub(super) fn distance(&self, t: usize, c: usize) -> f64 {
-        match (self.torch.values[t].data(), self.onnx.values[c].data()) {
-            (Ok(reference), Ok(test)) => relative_distance(&test, &reference),
-            _ => f64::INFINITY,
-        }
-    }
-
-    fn accounted(&self, t: usize) -> bool {
-        self.torch_reason
-            .get(&t)
-            .is_some_and(|(_, accounted)| *accounted)
     }
 
     /// A TorchScript value left without a twin whose nearest consumers are all paired with

@@ -240,6 +240,17 @@ fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
     }
 }
 
+/// For each value, the values computed directly from it.
+fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
+    let mut consumers = vec![Vec::new(); values.len()];
+    for v in values {
+        for &u in v.inputs.iter().filter(|&&u| u < values.len() && u != v.id) {
+            consumers[u].push(v.id);
+        }
+    }
+    consumers
+}
+
 /// Per value, whether no graph input reaches it other than through its shape (it is computed
 /// from weights, constants and sizes only). Producers come before their consumers in
 /// execution order.
@@ -342,6 +353,31 @@ impl<'a> Pairer<'a> {
         self.onnx_paired.insert(o);
     }
 
+    /// Whether TorchScript value `t` is left unpaired for a reason that still counts it as
+    /// covered (fused, identity in eval mode, internal to a compared call).
+    fn accounted(&self, t: usize) -> bool {
+        self.torch_reason
+            .get(&t)
+            .is_some_and(|(_, accounted)| *accounted)
+    }
+
+    /// The TorchScript value paired with ONNX value `o`, if any.
+    fn holder(&self, o: usize) -> Option<usize> {
+        self.torch_to_onnx
+            .iter()
+            .find(|(_, &(held, _))| held == o)
+            .map(|(&t, _)| t)
+    }
+
+    /// How far ONNX value `c` is from TorchScript value `t` (`relative_distance`); infinite
+    /// when either is not at hand. Spilled data is read back for the two values, then dropped.
+    fn distance(&self, t: usize, c: usize) -> f64 {
+        match (self.torch.values[t].data(), self.onnx.values[c].data()) {
+            (Ok(reference), Ok(test)) => relative_distance(&test, &reference),
+            _ => f64::INFINITY,
+        }
+    }
+
     fn run(mut self, p: &mut Pairing) {
         for pair in p.inputs.iter().chain(&p.outputs) {
             self.onnx_paired.insert(pair.onnx);
@@ -423,13 +459,7 @@ impl<'a> Pairer<'a> {
                         kind_of: if leaf { computing.unwrap_or(id) } else { id },
                     })
             })
-            .filter(|v| {
-                !self.torch_to_onnx.contains_key(&v.id)
-                    && !self
-                        .torch_reason
-                        .get(&v.id)
-                        .is_some_and(|(_, accounted)| *accounted)
-            })
+            .filter(|v| !self.torch_to_onnx.contains_key(&v.id) && !self.accounted(v.id))
             .collect();
         open.sort_unstable_by_key(|v| v.id);
         open
@@ -659,10 +689,7 @@ impl<'a> Pairer<'a> {
         // Dynamo: an unpaired module whose consumer module is paired with a node of the
         // unpaired module's own kind (a Conv carrying the BatchNorm scope).
         for &(u, _) in &module_outputs {
-            let already_fused = self
-                .torch_reason
-                .get(&u)
-                .is_some_and(|(_, accounted)| *accounted);
+            let already_fused = self.accounted(u);
             if self.torch_to_onnx.contains_key(&u) || already_fused {
                 continue;
             }
@@ -746,10 +773,7 @@ impl<'a> Pairer<'a> {
             for id in counted {
                 cov.torch_layers_total += 1;
                 let covered = self.torch_to_onnx.contains_key(&id)
-                    || self
-                        .torch_reason
-                        .get(&id)
-                        .is_some_and(|(_, accounted)| *accounted)
+                    || self.accounted(id)
                     || (self.is_leaf_group(key)
                         && ids.iter().any(|i| self.torch_to_onnx.contains_key(i)));
                 if covered {
