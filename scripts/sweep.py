@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""The registry sweep (issue #18; docs/sweep.md): builds real TorchScript/ONNX pairs from the
+model registries of timm, torchvision, transformers, Ultralytics and facenet-pytorch, checks
+each with align-check, injects faults into the pairs that check clean, and writes
+reports/sweep.md and reports/sweep.json.
+
+Responsible for the command line and the schedule: which models (`--family`, `--only`,
+`--limit`, `--slice ci`), one pipeline per model (export in a child process under a timeout,
+clean checks, fault recipes in a child, fault checks), `--jobs` pipelines at a time, progress
+lines, and what is reused: exports are cached by model, results by the binary's identity, so a
+rerun does only what is missing (`--recheck` re-runs the checks of cached exports, nothing else;
+`--report-only` rewrites the reports). The work itself lives in scripts/sweep/.
+
+    python scripts/sweep.py --jobs 2                 # the full sweep (resumable)
+    python scripts/sweep.py --recheck                # new binary: checks only
+    python scripts/sweep.py --slice ci --check       # CI: ~10 models, exit 1 on a missed target
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from sweep import cache, check, registries, report  # noqa: E402
+
+PRINT_LOCK = threading.Lock()
+
+
+def log(message):
+    with PRINT_LOCK:
+        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--family", action="append", choices=sorted(registries.FAMILIES),
+                   help="only models of this registry (repeatable)")
+    p.add_argument("--only", metavar="REGEX", help="only model ids matching REGEX")
+    p.add_argument("--limit", type=int, help="at most N models (after --family/--only)")
+    p.add_argument("--slice", choices=["ci"], help="the fixed CI slice of ~10 small models")
+    p.add_argument("--jobs", type=int, default=2, help="model pipelines at a time (default 2)")
+    p.add_argument("--binary", default=os.path.join(REPO, "target", "debug", "align-check"),
+                   help="align-check binary (default target/debug/align-check)")
+    p.add_argument("--recheck", action="store_true",
+                   help="re-run the checks of cached exports (no new exports)")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the reports from cached results, run nothing")
+    p.add_argument("--no-faults", action="store_true", help="clean checks only")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when a selected model misses a target (for CI)")
+    p.add_argument("--out-dir", help="where sweep.md/sweep.json go (default reports/, or "
+                   "the cache's ci/ folder for --slice ci)")
+    p.add_argument("--export-timeout", type=int, default=1200, metavar="S")
+    p.add_argument("--check-timeout", type=int, default=600, metavar="S")
+    p.add_argument("--fault-timeout", type=int, default=300, metavar="S")
+    return p.parse_args(argv)
+
+
+def select(args):
+    specs = registries.ci_slice() if args.slice == "ci" else registries.all_specs(args.family)
+    if args.only:
+        pattern = re.compile(args.only)
+        specs = [s for s in specs if pattern.search(s["id"])]
+    if args.limit:
+        specs = specs[:args.limit]
+    return specs
+
+
+def pair_names(spec):
+    names = list(spec["exporters"])
+    for base, variants in spec["variants"].items():
+        names += [f"{base}+{v}" for v in variants]
+    return names
+
+
+def run_child(argv, timeout):
+    """A python child of this script; returns (exit status or 'timeout', stderr tail)."""
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), *argv],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", ""
+    tail = [line for line in proc.stderr.strip().splitlines() if line.strip()][-3:]
+    return proc.returncode, " | ".join(tail)[-400:]
+
+
+def export_model(spec, args):
+    folder = cache.model_dir(spec["id"])
+    missing = [p for p in pair_names(spec)
+               if cache.read_json(os.path.join(folder, p, "pair.json")) is None]
+    if not missing or args.recheck or args.report_only:
+        return
+    os.makedirs(folder, exist_ok=True)
+    cache.write_json(os.path.join(folder, "spec.json"), spec)
+    start = time.time()
+    status, tail = run_child(["_export", os.path.join(folder, "spec.json")],
+                             args.export_timeout)
+    for p in missing:
+        path = os.path.join(folder, p, "pair.json")
+        if cache.read_json(path) is None:
+            what = (f"export timed out after {args.export_timeout} s" if status == "timeout"
+                    else f"export child ended (exit {status}) without this pair: {tail}")
+            cache.write_json(path, {"status": "error", "stage": "export", "error": what,
+                                    "child_exit": status})
+    log(f"exported {spec['id']} in {time.time() - start:.0f} s (child exit {status})")
+
+
+def clean_check(spec, pair, args, binary_id):
+    folder = cache.model_dir(spec["id"])
+    record = cache.read_json(os.path.join(folder, pair, "pair.json"), {})
+    if record.get("status") != "ok":
+        return None
+    key = f"{spec['id']}/{pair}"
+    path = cache.result_path(binary_id, key)
+    result = cache.read_json(path)
+    if result is None or (args.recheck and not args.report_only):
+        if args.report_only:
+            return None
+        result = check.run_check(args.binary, record["pt"],
+                                 os.path.join(folder, pair, "model.onnx"),
+                                 os.path.join(folder, "inputs.npz"), args.check_timeout)
+        cache.write_json(path, result)
+        cov = (result.get("coverage") or {}).get("torch_ratio")
+        log(f"check {key}: exit {result['exit']} coverage "
+            f"{cov if cov is None else round(cov, 3)} ({result['wall_s']:.1f} s)")
+    return result
+
+
+def fault_checks(spec, pair, args, binary_id):
+    folder = cache.model_dir(spec["id"])
+    record = cache.read_json(os.path.join(folder, pair, "pair.json"), {})
+    recipes_path = os.path.join(folder, pair, "faults.json")
+    recipes = cache.read_json(recipes_path)
+    if recipes is None:
+        if args.report_only:
+            return
+        status, tail = run_child(["_faults", spec["id"], pair, record.get("precision",
+                                                                          "float32")], 900)
+        recipes = cache.read_json(recipes_path)
+        if recipes is None:
+            cache.write_json(recipes_path, {"error": f"fault planning failed ({status}): "
+                                                     f"{tail}", "faults": []})
+            return
+    for recipe in recipes.get("faults", []):
+        key = f"{spec['id']}/{pair}/{recipe['id']}"
+        path = cache.result_path(binary_id, key)
+        if cache.read_json(path) is not None and not args.recheck:
+            continue
+        if args.report_only:
+            continue
+        from sweep import faults
+        with tempfile.TemporaryDirectory(prefix="sweep-fault-") as tmp:
+            onnx_path = os.path.join(tmp, "model.onnx")
+            faults.materialise(os.path.join(folder, pair, "model.onnx"), recipe, onnx_path)
+            result = check.run_check(args.binary, record["pt"], onnx_path,
+                                     os.path.join(folder, "inputs.npz"), args.fault_timeout)
+        cache.write_json(path, result)
+        first = result.get("first_divergence") or {}
+        log(f"fault {key} ({recipe['detail']}): exit {result['exit']} at "
+            f"{first.get('module')!r}/{first.get('onnx_node')!r}, expected "
+            f"{recipe['expected_module']!r}/{recipe['node']!r} ({result['wall_s']:.1f} s)")
+
+
+def pipeline(spec, args, binary_id):
+    try:
+        export_model(spec, args)
+        for pair in pair_names(spec):
+            result = clean_check(spec, pair, args, binary_id)
+            if result is not None and result.get("exit") == 0 and not args.no_faults:
+                fault_checks(spec, pair, args, binary_id)
+    except Exception as err:  # one model's trouble never stops the sweep
+        log(f"pipeline {spec['id']} failed: {type(err).__name__}: {err}")
+
+
+def plan_faults(model_id, pair, precision):
+    """Child: writes faults.json (recipes, expected culprits, isolated sizes) for one pair."""
+    import numpy as np
+    import onnx
+    from sweep import faults
+    folder = cache.model_dir(model_id)
+    clean = onnx.load(os.path.join(folder, pair, "model.onnx"))
+    recipes = faults.plan(clean, f"{model_id}/{pair}")
+    with np.load(os.path.join(folder, "inputs.npz")) as z:
+        feeds = {k: z[k] for k in z.files}
+    faults.isolated_sizes(clean, recipes, feeds, precision)
+    cache.write_json(os.path.join(folder, pair, "faults.json"), {"faults": recipes})
+
+
+def main(argv):
+    if argv and argv[0] == "_export":
+        from sweep import export
+        export.main(argv[1])
+        return 0
+    if argv and argv[0] == "_faults":
+        plan_faults(*argv[1:4])
+        return 0
+    args = parse_args(argv)
+    if not os.path.exists(args.binary) and not args.report_only:
+        print(f"sweep: no align-check binary at {args.binary} (build it, or pass --binary)",
+              file=sys.stderr)
+        return 2
+    binary_id = cache.binary_identity(args.binary) if os.path.exists(args.binary) else \
+        (cache.read_json(os.path.join(cache.root(), "last-binary.json")) or {}).get("id")
+    cache.write_json(os.path.join(cache.root(), "last-binary.json"),
+                     {"id": binary_id, "path": args.binary})
+    specs = select(args)
+    log(f"{len(specs)} models, binary {binary_id}, cache {cache.root()}")
+    start = time.time()
+    if not args.report_only:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(lambda s: pipeline(s, args, binary_id), specs))
+    out_dir = args.out_dir or (os.path.join(cache.root(), "ci") if args.slice
+                               else os.path.join(REPO, "reports"))
+    data = report.collect(specs, binary_id, pair_names)
+    data["run"] = {"wall_s": round(time.time() - start, 1), "jobs": args.jobs,
+                   "selection": {"family": args.family, "only": args.only,
+                                 "limit": args.limit, "slice": args.slice}}
+    report.write(data, out_dir)
+    log(f"reports written to {out_dir}")
+    if args.check:
+        passed, failed = report.slice_verdicts(data)
+        for model_id, reasons in failed.items():
+            print(f"FAILED {model_id}: {'; '.join(reasons)}")
+        print(f"{len(passed)} passed, {len(failed)} failed")
+        return 1 if failed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,90 @@
+"""Where the sweep keeps what it built and what it measured, outside the clone.
+
+Layout under `${ALIGN_CHECK_CACHE:-$HOME/.cache/align-check}/sweep/`:
+
+- `exports/<model>/` one folder per model: `model.pt`, `inputs.npz`, `meta.json` (calibration
+  evidence, input names, the export log) and one sub-folder per (exporter, variant) pair holding
+  `model.onnx` and `pair.json` (or the export error in `pair.json`). Ultralytics pairs carry
+  their own `model.pt` (the library's exporter fuses Conv+BN before tracing).
+- `exports/<model>/<pair>/faults/<fault>/model.onnx` + `fault.json`: derived ONNX files; the
+  TorchScript of a fault is the clean one.
+- `results/<binary id>/<pair or fault key>.json`: one check's summary, keyed by the identity of
+  the align-check binary (sha256 of the file), so a new binary re-runs only the checks.
+- `registry-*.json`: slow registry listings (timm's smallest variant per family), computed once.
+
+Writes go through a temporary file and a rename so that a sweep killed mid-write never leaves a
+half-written JSON file behind to be read as a result on resume.
+"""
+
+import hashlib
+import json
+import os
+import re
+
+SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def root():
+    base = os.environ.get("ALIGN_CHECK_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "align-check")
+    return os.path.join(base, "sweep")
+
+
+def safe_name(text):
+    """A model id such as `timm/resnet18` as one folder name."""
+    return SAFE.sub("_", text.replace("/", "__"))
+
+
+def model_dir(model_id):
+    return os.path.join(root(), "exports", safe_name(model_id))
+
+
+def pair_dir(model_id, pair):
+    return os.path.join(model_dir(model_id), pair)
+
+
+def fault_dir(model_id, pair, fault):
+    return os.path.join(pair_dir(model_id, pair), "faults", fault)
+
+
+def results_dir(binary_id):
+    return os.path.join(root(), "results", binary_id)
+
+
+def result_path(binary_id, key):
+    return os.path.join(results_dir(binary_id), safe_name(key) + ".json")
+
+
+def read_json(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def binary_identity(binary):
+    """sha256 (first 16 hex digits) of the binary, remembered by (path, size, mtime) so that
+    re-running the sweep against an unchanged binary does not hash it again."""
+    st = os.stat(binary)
+    memo_path = os.path.join(root(), "binary-ids.json")
+    memo = read_json(memo_path, {})
+    stamp = f"{os.path.realpath(binary)}:{st.st_size}:{st.st_mtime_ns}"
+    if stamp in memo:
+        return memo[stamp]
+    digest = hashlib.sha256()
+    with open(binary, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    ident = digest.hexdigest()[:16]
+    memo[stamp] = ident
+    write_json(memo_path, memo)
+    return ident

@@ -1,0 +1,436 @@
+"""Automatic fault injection into clean ONNX exports, with the culprit each fault should be
+found at, decided from the ONNX graph alone (never from align-check).
+
+Kinds, each at a random depth (a candidate node drawn uniformly; the two `scale` faults from the
+first and the second half of the graph):
+
+- `scale`: one initializer of a Conv/Gemm/MatMul or normalisation node scaled by U(1.02, 1.1)
+  (copied first when other nodes share it, so only this node changes);
+- `attribute`: one attribute changed: a Resize mode, coordinate mode or cubic coefficient, a
+  normalisation epsilon (to 1e-2, or 1e-1 when already that large), a Softmax axis (to another
+  axis of size > 1), a LeakyRelu/Elu/HardSigmoid alpha, a Gelu approximation;
+- `swap`: two output channels of a Conv/Gemm/MatMul weight (and its bias) swapped.
+
+A fault is stored as a recipe (`fault.json`), not a copy of the model: `materialise` applies it
+to the clean ONNX file when the check runs, so hundreds of faults cost no disk.
+
+Expected culprit: the module path from the mutated node's own scope, in this order: the dynamo
+exporter's `pkg.torch.onnx.name_scopes` metadata (its last module entry), the legacy exporter's
+node name (`/layer2/layer2.0/downsample/downsample.0/Conv` -> `layer2.0.downsample.0`), else the
+initializer's name without its last part (`blocks.3.fc1.weight` -> `blocks.3.fc1`). The expected
+ONNX node is the mutated node; `accepted_nodes` adds the nodes that complete its module's output
+(downstream of it in the same module scope; in a graph without scopes, the chain of sole
+consumers up to two hops: a MatMul's bias Add).
+
+Isolated size: the clean model runs in ONNX Runtime with the mutated node's inputs and output
+exposed; the mutated node alone, fed those values, is compared with the clean output. Within
+the pair precision's element tolerance (atol * max(1, max|ref|) + rtol * |ref|) the fault is
+"below tolerance" at its own layer and counted apart.
+"""
+
+import ast
+import copy
+import random
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+WEIGHT_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "FusedConv", "FusedGemm",
+              "FusedMatMul"}
+NORM_OPS = {"BatchNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
+            "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+            "GroupNormalization", "InstanceNormalization"}
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+               onnx.TensorProto.BFLOAT16}
+TOLERANCE = {"float32": (1e-5, 1e-4), "float16": (1e-2, 1e-2)}
+
+
+# Culprits ------------------------------------------------------------------------------------
+
+def dynamo_module(node):
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                return None
+            modules = [s for s in scopes[:-1]
+                       if s and not s.startswith("_empty_nn_module_stack")]
+            return modules[-1] if modules else ""
+    return None
+
+
+def legacy_module(name):
+    """`/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`: each part names a module relative to
+    its parent, except that a container's child repeats the container's name
+    (`downsample/downsample.0`)."""
+    if not name.startswith("/"):
+        return None
+    parts = [p for p in name.split("/")[1:-1] if p]
+    path = []
+    for part in parts:
+        if path and part.startswith(path[-1] + "."):
+            path[-1] = part
+        else:
+            path.append(part)
+    return ".".join(path)
+
+
+def expected_module(node, initializer_name=None):
+    """(module path, where it came from)."""
+    module = dynamo_module(node)
+    if module is not None:
+        return module, "name_scopes"
+    module = legacy_module(node.name)
+    if module is not None:
+        return module, "node_name"
+    if initializer_name and "." in initializer_name and "::" not in initializer_name:
+        return initializer_name.rsplit(".", 1)[0], "initializer"
+    return None, None
+
+
+def node_scope(node):
+    module, source = expected_module(node)
+    return module if source else None
+
+
+def accepted_nodes(graph, index):
+    """The mutated node and the nodes that complete its module's output (module docstring)."""
+    nodes = list(graph.node)
+    node = nodes[index]
+    consumers = {}
+    for i, n in enumerate(nodes):
+        for name in n.input:
+            consumers.setdefault(name, []).append(i)
+    scope = node_scope(node)
+    accepted = [node.name]
+    if scope:
+        frontier, seen = [index], {index}
+        while frontier:
+            i = frontier.pop()
+            for out in nodes[i].output:
+                for j in consumers.get(out, []):
+                    if j not in seen and node_scope(nodes[j]) == scope:
+                        seen.add(j)
+                        frontier.append(j)
+                        accepted.append(nodes[j].name)
+        return accepted
+    i = index
+    for _ in range(2):
+        users = consumers.get(nodes[i].output[0], []) if nodes[i].output else []
+        if len(users) != 1:
+            break
+        i = users[0]
+        accepted.append(nodes[i].name)
+    return accepted
+
+
+# Candidates ----------------------------------------------------------------------------------
+
+def _initializers(graph):
+    return {i.name: i for i in graph.initializer}
+
+
+def _uses(graph):
+    uses = {}
+    for n in graph.node:
+        for name in n.input:
+            uses[name] = uses.get(name, 0) + 1
+    return uses
+
+
+def _float_init(inits, name):
+    init = inits.get(name)
+    if init is None or init.data_type not in FLOAT_TYPES:
+        return None
+    size = int(np.prod(init.dims)) if len(init.dims) else 1
+    return init if size > 1 else None
+
+
+def scale_candidates(graph):
+    inits = _initializers(graph)
+    out = []
+    for i, n in enumerate(graph.node):
+        if n.op_type in WEIGHT_OPS or n.op_type in NORM_OPS:
+            order = [1] + [k for k in range(len(n.input)) if k != 1]
+            for k in order:
+                if k < len(n.input) and _float_init(inits, n.input[k]) is not None:
+                    out.append((i, k))
+                    break
+    return out
+
+
+def _swap_axis(node, init):
+    if node.op_type in ("Conv", "FusedConv"):
+        return 0
+    if node.op_type == "ConvTranspose":
+        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        return 1 if group == 1 else None
+    if node.op_type in ("Gemm", "FusedGemm"):
+        trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
+        return 0 if trans_b else 1
+    if node.op_type in ("MatMul", "FusedMatMul") and len(init.dims) >= 2:
+        if any(a.name in ("transB", "transBatchB") and a.i for a in node.attribute):
+            return None
+        return len(init.dims) - 1
+    return None
+
+
+def swap_candidates(graph):
+    inits = _initializers(graph)
+    out = []
+    for i, n in enumerate(graph.node):
+        if n.op_type in WEIGHT_OPS and len(n.input) > 1:
+            init = _float_init(inits, n.input[1])
+            if init is None:
+                continue
+            axis = _swap_axis(n, init)
+            if axis is not None and init.dims[axis] >= 2:
+                out.append((i, axis))
+    return out
+
+
+def _attr(node, name):
+    return next((a for a in node.attribute if a.name == name), None)
+
+
+def _ranks(model):
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # shape inference is only a help for choosing a Softmax axis
+        return {}
+    shapes = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + \
+            list(inferred.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if vi.type.tensor_type.HasField("shape"):
+            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    return shapes
+
+
+def attribute_changes(model, rng):
+    """[(node index, attribute name, new value, description)] over the whole graph."""
+    graph = model.graph
+    shapes = None
+    out = []
+    for i, n in enumerate(graph.node):
+        if n.op_type == "Resize":
+            mode = _attr(n, "mode")
+            mode_value = mode.s.decode() if mode else "nearest"
+            coord = _attr(n, "coordinate_transformation_mode")
+            coord_value = coord.s.decode() if coord else "half_pixel"
+            if mode_value == "nearest":
+                out.append((i, "mode", b"linear", "Resize mode nearest -> linear"))
+            elif mode_value == "cubic":
+                coeff = _attr(n, "cubic_coeff_a")
+                old = coeff.f if coeff else -0.75
+                new = -0.5 if abs(old + 0.75) < 1e-6 else -0.75
+                out.append((i, "cubic_coeff_a", new, f"Resize cubic_coeff_a {old} -> {new}"))
+            else:
+                new = "align_corners" if coord_value != "align_corners" else "half_pixel"
+                out.append((i, "coordinate_transformation_mode", new.encode(),
+                            f"Resize coordinate_transformation_mode {coord_value} -> {new}"))
+        elif n.op_type in NORM_OPS:
+            eps = _attr(n, "epsilon")
+            old = eps.f if eps else 1e-5
+            new = 1e-2 if old < 1e-2 else 1e-1
+            out.append((i, "epsilon", new, f"{n.op_type} epsilon {old:g} -> {new:g}"))
+        elif n.op_type in ("Softmax", "LogSoftmax"):
+            if shapes is None:
+                shapes = _ranks(model)
+            shape = shapes.get(n.input[0])
+            if not shape:
+                continue
+            axis_attr = _attr(n, "axis")
+            axis = axis_attr.i if axis_attr else -1
+            axis %= len(shape)
+            others = [a for a, d in enumerate(shape) if a != axis and (d is None or d > 1)]
+            if others:
+                new = rng.choice(others)
+                out.append((i, "axis", new, f"{n.op_type} axis {axis} -> {new}"))
+        elif n.op_type in ("LeakyRelu", "Elu", "HardSigmoid"):
+            alpha = _attr(n, "alpha")
+            old = alpha.f if alpha else {"LeakyRelu": 0.01, "Elu": 1.0,
+                                         "HardSigmoid": 0.2}[n.op_type]
+            new = old * 1.5
+            out.append((i, "alpha", new, f"{n.op_type} alpha {old:g} -> {new:g}"))
+        elif n.op_type == "Gelu":
+            approx = _attr(n, "approximate")
+            old = approx.s.decode() if approx else "none"
+            new = "tanh" if old == "none" else "none"
+            out.append((i, "approximate", new.encode(), f"Gelu approximate {old} -> {new}"))
+    return out
+
+
+# Recipes -------------------------------------------------------------------------------------
+
+def plan(model, pair_key, faults_per_kind=None):
+    """The fault recipes for one clean model, deterministic in pair_key."""
+    rng = random.Random(pair_key)
+    graph = model.graph
+    total = max(1, len(graph.node))
+    recipes = []
+    scales = scale_candidates(graph)
+    halves = [[c for c in scales if c[0] < total / 2], [c for c in scales if c[0] >= total / 2]]
+    for half, pool in enumerate(halves):
+        if pool:
+            index, k = rng.choice(pool)
+            recipes.append({"kind": "scale", "node_index": index, "input_index": k,
+                            "factor": round(rng.uniform(1.02, 1.1), 4)})
+    changes = attribute_changes(model, rng)
+    if changes:
+        index, name, value, what = rng.choice(changes)
+        if isinstance(value, bytes):
+            value = value.decode()
+            encoded = "bytes"
+        else:
+            encoded = "int" if isinstance(value, int) else "float"
+        recipes.append({"kind": "attribute", "node_index": index, "attribute": name,
+                        "value": value, "encoding": encoded, "detail": what})
+    swaps = swap_candidates(graph)
+    if swaps:
+        index, axis = rng.choice(swaps)
+        init = _initializers(graph)[graph.node[index].input[1]]
+        a, b = rng.sample(range(init.dims[axis]), 2)
+        recipes.append({"kind": "swap", "node_index": index, "axis": axis, "channels": [a, b]})
+    for n, r in enumerate(recipes):
+        r["id"] = f"{r['kind']}{n}"
+        node = graph.node[r["node_index"]]
+        init_name = node.input[r.get("input_index", 1)] if r["kind"] != "attribute" else None
+        module, source = expected_module(node, init_name)
+        r.update(op_type=node.op_type, node=node.name or f"sweep_fault_{r['node_index']}",
+                 depth=round(r["node_index"] / total, 3), expected_module=module,
+                 expected_module_from=source,
+                 accepted_nodes=accepted_nodes(graph, r["node_index"]))
+        if r["kind"] == "scale":
+            r["detail"] = (f"{node.op_type} input {r['input_index']} ({init_name}) "
+                           f"x{r['factor']}")
+        elif r["kind"] == "swap":
+            r["detail"] = f"{node.op_type} weight channels {r['channels']} swapped (axis {axis})"
+    return recipes
+
+
+def _replace_initializer(graph, node, k, array, suffix):
+    """Gives node its own copy of input k holding `array` (other users keep the original)."""
+    name = node.input[k]
+    inits = _initializers(graph)
+    original = inits[name]
+    if _uses(graph).get(name, 0) > 1 or any(o.name == name for o in graph.output):
+        new = numpy_helper.from_array(array.astype(numpy_helper.to_array(original).dtype),
+                                      f"{name}__{suffix}")
+        graph.initializer.append(new)
+        node.input[k] = new.name
+    else:
+        original.CopyFrom(numpy_helper.from_array(
+            array.astype(numpy_helper.to_array(original).dtype), name))
+
+
+def apply(model, recipe):
+    """Applies the recipe to a copy of the clean model and returns the mutated model."""
+    model = copy.deepcopy(model)
+    graph = model.graph
+    node = graph.node[recipe["node_index"]]
+    if not node.name:
+        node.name = recipe["node"]
+    inits = _initializers(graph)
+    if recipe["kind"] == "scale":
+        k = recipe["input_index"]
+        value = numpy_helper.to_array(inits[node.input[k]])
+        scaled = (value.astype(np.float64) * recipe["factor"])
+        _replace_initializer(graph, node, k, scaled, "sweep_scaled")
+    elif recipe["kind"] == "swap":
+        a, b = recipe["channels"]
+        axis = recipe["axis"]
+        value = numpy_helper.to_array(inits[node.input[1]]).copy()
+        index = [slice(None)] * value.ndim
+        ia, ib = list(index), list(index)
+        ia[axis], ib[axis] = a, b
+        value[tuple(ia)], value[tuple(ib)] = value[tuple(ib)].copy(), value[tuple(ia)].copy()
+        _replace_initializer(graph, node, 1, value, "sweep_swapped")
+        if len(node.input) > 2 and node.input[2] in inits:
+            bias = numpy_helper.to_array(inits[node.input[2]]).copy()
+            if bias.ndim == 1 and bias.shape[0] > max(a, b):
+                bias[[a, b]] = bias[[b, a]]
+                _replace_initializer(graph, node, 2, bias, "sweep_swapped")
+    else:
+        for attr in list(node.attribute):
+            if attr.name == recipe["attribute"]:
+                node.attribute.remove(attr)
+        value = recipe["value"]
+        if recipe["encoding"] == "bytes":
+            value = value.encode()
+        elif recipe["encoding"] == "int":
+            value = int(value)
+        else:
+            value = float(value)
+        node.attribute.append(helper.make_attribute(recipe["attribute"], value))
+    return model
+
+
+def materialise(clean_path, recipe, out_path):
+    onnx.save(apply(onnx.load(clean_path), recipe), out_path)
+
+
+# Isolated size -------------------------------------------------------------------------------
+
+def _session(model):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _single_node_model(model, node, feeds):
+    inits = _initializers(model.graph)
+    graph = helper.make_graph(
+        [node], "isolated",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in feeds.items()],
+        [onnx.ValueInfoProto(name=node.output[0])],
+        [inits[n] for n in node.input if n in inits])
+    single = helper.make_model(graph, opset_imports=list(model.opset_import))
+    single.ir_version = model.ir_version
+    return single
+
+
+def isolated_sizes(clean, recipes, feeds, precision):
+    """Adds `isolated` ({rel_to_range, max_abs, below_tolerance} or {error}) to each recipe."""
+    inits = _initializers(clean.graph)
+    graph_inputs = {i.name for i in clean.graph.input}
+    wanted = set()
+    for r in recipes:
+        node = clean.graph.node[r["node_index"]]
+        wanted.update(n for n in node.input if n and n not in inits and n not in graph_inputs)
+        wanted.add(node.output[0])
+    probe = copy.deepcopy(clean)
+    existing = {o.name for o in probe.graph.output}
+    for name in sorted(wanted - existing):
+        probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    sess = _session(probe)
+    in_names = [i.name for i in sess.get_inputs()]
+    values = dict(zip([o.name for o in sess.get_outputs()],
+                      sess.run(None, {n: feeds[n] for n in in_names})))
+    values.update({n: feeds[n] for n in in_names})
+    atol, rtol = TOLERANCE[precision]
+    for r in recipes:
+        try:
+            mutated = apply(clean, r)
+            node = mutated.graph.node[r["node_index"]]
+            runtime = [n for n in node.input if n and n in values and
+                       n not in _initializers(mutated.graph)]
+            fed = {n: values[n] for n in runtime}
+            out = _session(_single_node_model(mutated, node, fed)).run(None, fed)[0]
+            ref = values[node.output[0]].astype(np.float64)
+            diff = np.abs(out.astype(np.float64) - ref)
+            peak = float(np.abs(ref).max()) if ref.size else 0.0
+            within = bool(np.all(diff <= atol * max(1.0, peak) + rtol * np.abs(ref)))
+            r["isolated"] = {"max_abs": float(diff.max()) if diff.size else 0.0,
+                             "rel_to_range": float(diff.max() / peak) if peak else 0.0,
+                             "below_tolerance": within}
+        except Exception as err:  # the fault still counts; its size is unknown
+            r["isolated"] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+    return recipes
