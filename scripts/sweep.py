@@ -67,8 +67,23 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def interleave(specs):
+    """Round-robin over the registries, so that a sweep stopped early still covers each."""
+    by_family = {}
+    for s in specs:
+        by_family.setdefault(s["family"], []).append(s)
+    queues = list(by_family.values())
+    out = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
 def select(args):
-    specs = registries.ci_slice() if args.slice == "ci" else registries.all_specs(args.family)
+    specs = registries.ci_slice() if args.slice == "ci" else \
+        interleave(registries.all_specs(args.family))
     if args.only:
         pattern = re.compile(args.only)
         specs = [s for s in specs if pattern.search(s["id"])]
@@ -210,8 +225,11 @@ def main(argv):
         print(f"sweep: no align-check binary at {args.binary} (build it, or pass --binary)",
               file=sys.stderr)
         return 2
-    binary_id = cache.binary_identity(args.binary) if os.path.exists(args.binary) else \
-        (cache.read_json(os.path.join(cache.root(), "last-binary.json")) or {}).get("id")
+    if os.path.exists(args.binary):
+        binary_id, args.binary = cache.pin_binary(args.binary)
+    else:  # --report-only without a binary: the results of the last one that ran
+        binary_id = (cache.read_json(os.path.join(cache.root(), "last-binary.json")) or {})\
+            .get("id")
     cache.write_json(os.path.join(cache.root(), "last-binary.json"),
                      {"id": binary_id, "path": args.binary})
     specs = select(args)

@@ -18,8 +18,10 @@ import sys
 
 import torch
 
-OVERLAY = os.path.join(os.environ.get("ALIGN_CHECK_CACHE") or os.path.join(
-    os.path.expanduser("~"), ".cache", "align-check"), "sweep-overlay")
+# Where `pip install --target` put onnxsim and facenet-pytorch (docs/sweep.md); fixed, not under
+# ALIGN_CHECK_CACHE, so that a sweep into a fresh cache still finds them.
+OVERLAY = os.environ.get("ALIGN_CHECK_SWEEP_OVERLAY") or os.path.join(
+    os.path.expanduser("~"), ".cache", "align-check", "sweep-overlay")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -10,6 +10,7 @@ Layout under `${ALIGN_CHECK_CACHE:-$HOME/.cache/align-check}/sweep/`:
   TorchScript of a fault is the clean one.
 - `results/<binary id>/<pair or fault key>.json`: one check's summary, keyed by the identity of
   the align-check binary (sha256 of the file), so a new binary re-runs only the checks.
+- `bin/<binary id>/align-check`: the copy of the binary a sweep runs (cache.pin_binary).
 - `registry-*.json`: slow registry listings (timm's smallest variant per family), computed once.
 
 Writes go through a temporary file and a rename so that a sweep killed mid-write never leaves a
@@ -20,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 
 SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -71,20 +73,36 @@ def write_json(path, value):
     os.replace(tmp, path)
 
 
-def binary_identity(binary):
-    """sha256 (first 16 hex digits) of the binary, remembered by (path, size, mtime) so that
-    re-running the sweep against an unchanged binary does not hash it again."""
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def pin_binary(binary):
+    """(identity, path of a private copy) of the align-check binary.
+
+    Why a copy: the binary is rebuilt while a sweep runs (cargo replaces the file); every check
+    of one sweep must run the binary its results are filed under. The identity is the first 16
+    hex digits of the copy's sha256, remembered by (path, size, mtime) so that an unchanged
+    binary is neither hashed nor copied again.
+    """
     st = os.stat(binary)
     memo_path = os.path.join(root(), "binary-ids.json")
     memo = read_json(memo_path, {})
     stamp = f"{os.path.realpath(binary)}:{st.st_size}:{st.st_mtime_ns}"
-    if stamp in memo:
-        return memo[stamp]
-    digest = hashlib.sha256()
-    with open(binary, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    ident = digest.hexdigest()[:16]
+    ident = memo.get(stamp)
+    if ident and os.path.exists(os.path.join(root(), "bin", ident, "align-check")):
+        return ident, os.path.join(root(), "bin", ident, "align-check")
+    os.makedirs(os.path.join(root(), "bin"), exist_ok=True)
+    tmp = os.path.join(root(), "bin", f"incoming-{os.getpid()}")
+    shutil.copy2(binary, tmp)
+    ident = _sha256(tmp)
+    target = os.path.join(root(), "bin", ident, "align-check")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.replace(tmp, target)
     memo[stamp] = ident
     write_json(memo_path, memo)
-    return ident
+    return ident, target

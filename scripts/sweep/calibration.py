@@ -10,6 +10,8 @@ So before export, every model goes through `calibrate`:
    parameter that is not a bias with max |p| < 1e-3 (zero-init residual BN gamma, layer-scale
    gamma of 1e-5/1e-6) is drawn from U(0.5, 1.0); an all-zero bias (BN beta included) from
    N(0, 0.1); a Conv/Linear weight that is all (near) zero from N(0, 1/fan_in).
+   A normalisation layer's weight that is one constant (the init's ones) is drawn from
+   U(0.75, 1.25), as trained gammas differ per channel.
 2. nn.Linear weights drawn with std below 0.5/sqrt(fan_in) (timm's and HF's 0.02) are redrawn
    with std 1/sqrt(fan_in), which keeps each projection's output of the order of its input.
 3. BatchNorm recalibration: running stats reset, momentum None (a cumulative average), the
@@ -145,6 +147,21 @@ def fix_vanishing_parameters(model, gen):
     return changed
 
 
+def vary_constant_norm_weights(model, gen):
+    """A normalisation layer's affine weight that is one constant (the init's ones) is drawn
+    from U(0.75, 1.25): trained gammas differ per channel, and identical ones let an optimiser
+    de-duplicate them into one initializer that every LayerNorm shares."""
+    count = 0
+    with torch.no_grad():
+        for module in model.modules():
+            weight = getattr(module, "weight", None)
+            if _is_norm(module) and isinstance(weight, nn.Parameter) and weight.numel() > 1 \
+                    and bool((weight == weight.flatten()[0]).all()):
+                weight.copy_(torch.rand(weight.shape, generator=gen) * 0.5 + 0.75)
+                count += 1
+    return count
+
+
 def rescale_small_linear(model, gen):
     count = 0
     with torch.no_grad():
@@ -266,6 +283,7 @@ def calibrate(model, run_batch, batch_inputs, seed=0):
     """Steps 1-4 of the module docstring; returns the record that goes into meta.json."""
     gen = torch.Generator().manual_seed(seed)
     record = {"vanishing_fixed": fix_vanishing_parameters(model, gen)}
+    record["norm_weights_varied"] = vary_constant_norm_weights(model, gen)
     record["linear_rescaled"] = rescale_small_linear(model, gen)
     record["vanishing_fixed"]["scales"] = record["vanishing_fixed"]["scales"][:20]
     record["vanishing_fixed"]["weights"] = record["vanishing_fixed"]["weights"][:20]

@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -36,8 +37,11 @@ from sweep import build, cache, calibration, variants  # noqa: E402
 TOLERANCE = {"float32": (1e-5, 1e-4), "float16": (1e-2, 1e-2)}
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def one_line(err):
-    text = str(err).strip().splitlines()
+    text = ANSI.sub("", str(err)).strip().splitlines()
     first = next((line for line in text if line.strip()), "")
     return f"{type(err).__name__}: {first[:300]}"
 

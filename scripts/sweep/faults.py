@@ -31,6 +31,7 @@ the pair precision's element tolerance (atol * max(1, max|ref|) + rtol * |ref|) 
 import ast
 import copy
 import random
+import re
 
 import numpy as np
 import onnx
@@ -61,13 +62,22 @@ def dynamo_module(node):
     return None
 
 
+def _is_op_name(part):
+    op = re.sub(r"_\d+$", "", part)
+    return any(onnx.defs.has(op, domain) for domain in ("", "com.microsoft"))
+
+
 def legacy_module(name):
     """`/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`: each part names a module relative to
     its parent, except that a container's child repeats the container's name
-    (`downsample/downsample.0`)."""
+    (`downsample/downsample.0`). The last part is the node's own (`Conv`, `Conv_1`); ONNX
+    Runtime's optimiser appends one more to the nodes it fuses
+    (`.../dense/MatMul/MatMulAddFusion`), so trailing parts that are op names go too."""
     if not name.startswith("/"):
         return None
     parts = [p for p in name.split("/")[1:-1] if p]
+    while parts and _is_op_name(parts[-1]):
+        parts.pop()
     path = []
     for part in parts:
         if path and part.startswith(path[-1] + "."):
@@ -77,7 +87,15 @@ def legacy_module(name):
     return ".".join(path)
 
 
-def expected_module(node, initializer_name=None):
+def _own_initializers(graph, node):
+    """The node's initializer inputs that no other node reads (a shared one, such as a weight
+    an optimiser de-duplicated, says nothing about which module this node belongs to)."""
+    inits = _initializers(graph)
+    uses = _uses(graph)
+    return [n for n in node.input if n in inits and uses.get(n, 0) == 1]
+
+
+def expected_module(node, graph, initializer_name=None):
     """(module path, where it came from)."""
     module = dynamo_module(node)
     if module is not None:
@@ -85,14 +103,17 @@ def expected_module(node, initializer_name=None):
     module = legacy_module(node.name)
     if module is not None:
         return module, "node_name"
-    if initializer_name and "." in initializer_name and "::" not in initializer_name:
-        return initializer_name.rsplit(".", 1)[0], "initializer"
+    own = _own_initializers(graph, node)
+    for name in ([initializer_name] if initializer_name in own else []) + own:
+        if "." in name and "::" not in name:
+            return name.rsplit(".", 1)[0], "initializer"
     return None, None
 
 
 def node_scope(node):
-    module, source = expected_module(node)
-    return module if source else None
+    """The module scope a node's own metadata or name gives (no initializer fallback)."""
+    module = dynamo_module(node)
+    return module if module is not None else legacy_module(node.name)
 
 
 def accepted_nodes(graph, index):
@@ -298,7 +319,7 @@ def plan(model, pair_key, faults_per_kind=None):
         r["id"] = f"{r['kind']}{n}"
         node = graph.node[r["node_index"]]
         init_name = node.input[r.get("input_index", 1)] if r["kind"] != "attribute" else None
-        module, source = expected_module(node, init_name)
+        module, source = expected_module(node, graph, init_name)
         r.update(op_type=node.op_type, node=node.name or f"sweep_fault_{r['node_index']}",
                  depth=round(r["node_index"] / total, 3), expected_module=module,
                  expected_module_from=source,

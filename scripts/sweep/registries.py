@@ -102,7 +102,8 @@ for name in timm.list_models():
         continue
     if module not in best or params < best[module][1]:
         best[module] = (name, params)
-json.dump(best, sys.stdout)
+with open(sys.argv[1], "w") as f:
+    json.dump(best, f)
 '''
 
 
@@ -112,11 +113,7 @@ def timm_smallest():
     path = os.path.join(cache.root(), "registry-timm.json")
     listing = cache.read_json(path)
     if listing is None:
-        out = subprocess.run([sys.executable, "-c", TIMM_LISTER], check=True,
-                             capture_output=True, text=True, timeout=1800).stdout
-        import json
-        listing = json.loads(out)
-        cache.write_json(path, listing)
+        listing = _run_lister(TIMM_LISTER, path)
     return listing
 
 
@@ -140,26 +137,35 @@ for task, module in (("classification", models), ("detection", models.detection)
                      ("segmentation", models.segmentation), ("video", models.video),
                      ("optical_flow", models.optical_flow)):
     for name in models.list_models(module=module):
+        # weights_backbone=None too: its default is an ImageNet download.
+        extra = {"weights_backbone": None} if task in ("detection", "segmentation") else {}
         try:
             with torch.device("meta"):
-                m = models.get_model(name, weights=None)
+                m = models.get_model(name, weights=None, **extra)
             params = sum(p.numel() for p in m.parameters())
         except Exception:
             params = None
         out[name] = (task, params)
-json.dump(out, sys.stdout)
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f)
 '''
+
+
+def _run_lister(code, path):
+    """Runs a listing script in a child (it instantiates many models) that writes JSON to
+    path; libraries print to stdout, so the result does not travel that way."""
+    tmp = path + ".partial"
+    subprocess.run([sys.executable, "-c", code, tmp], check=True, capture_output=True,
+                   text=True, timeout=3600)
+    os.replace(tmp, path)
+    return cache.read_json(path)
 
 
 def torchvision_specs():
     path = os.path.join(cache.root(), "registry-torchvision.json")
     listing = cache.read_json(path)
     if listing is None:
-        import json
-        out = subprocess.run([sys.executable, "-c", TV_LISTER], check=True,
-                             capture_output=True, text=True, timeout=1800).stdout
-        listing = json.loads(out)
-        cache.write_json(path, listing)
+        listing = _run_lister(TV_LISTER, path)
     best = {}
     for name, (task, params) in listing.items():
         key = (task, family_of(name))

@@ -131,11 +131,11 @@ def _tally(values):
 
 
 def slice_verdicts(data):
-    """(passed ids, {failed id: reasons}) with the issue's targets applied to each model."""
+    """(passed ids, {failed id: reasons}) with the issue's targets applied to each model.
+    A pair whose export failed is not counted (the exporter's limit, not align-check's); a
+    model with no pair at all fails."""
     reasons = defaultdict(list)
     ids = [m["id"] for m in data["models"]]
-    for e in data["export_errors"]:
-        reasons[e["model"]].append(f"{e['pair']}: export failed ({e['error']})")
     for p in data["pairs"]:
         r = p["result"]
         if r is None:
