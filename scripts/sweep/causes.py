@@ -106,6 +106,10 @@ def fault_outcome(result, recipe):
     if isinstance(status, int) and status < 0:
         out.update(category="fault killed", cause=f"signal {-status}")
         return out
+    if status == 2 and "error" in iso:
+        # The mutated node could not even run alone: the recipe made an invalid model.
+        out.update(category="fault not applicable", cause=normalise(iso["error"]))
+        return out
     if status == 2:
         out.update(category="fault refused",
                    cause=normalise((result.get("stderr") or ["no message"])[-1]))

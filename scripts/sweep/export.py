@@ -6,7 +6,8 @@ It runs in its own process (`python scripts/sweep.py _export SPEC.json`) under a
 model that crashes, hangs or eats memory costs only itself. Everything already in the folder is
 kept: a rerun only makes what is missing, which is what makes the sweep resumable.
 
-Every pair's `pair.json` says `status` (`ok` or `error`) and, when ok, an independent check made
+Every pair's `pair.json` says `status` (`ok` or `error`; a file ONNX Runtime cannot load or run
+is an error too) and, when ok, an independent check made
 here, without align-check: ONNX Runtime (optimisations off) against the TorchScript module on
 the same inputs, output by output, with align-check's element tolerance for the pair's
 precision (`reference`). A pair that fails it is a real divergence, not a false alarm, should
@@ -213,8 +214,12 @@ def finish_pair(folder, pair_folder, record, precision="float32"):
     try:
         record["reference"] = reference_check(pt, os.path.join(pair_folder, "model.onnx"),
                                               feeds, precision)
-    except Exception as err:  # ONNX Runtime cannot even run it: still a pair to check
-        record["reference"] = {"outputs_within_tolerance": None, "error": one_line(err)}
+    except Exception as err:
+        # ONNX Runtime cannot load or run what the exporter or variant wrote (a float16
+        # conversion that left a float32 Gather output): an export error, not a pair.
+        record.update(status="error", stage="onnxruntime", error=one_line(err))
+        _record_pair(pair_folder, record)
+        return
     record.update(status="ok", precision=precision, pt=pt)
     _record_pair(pair_folder, record)
 

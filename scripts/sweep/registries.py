@@ -119,7 +119,8 @@ def timm_smallest():
 
 def timm_specs():
     specs = []
-    for module, (name, params) in sorted(timm_smallest().items()):
+    # Smallest first, so that a sweep stopped early has covered the most families.
+    for module, (name, params) in sorted(timm_smallest().items(), key=lambda kv: kv[1][1]):
         specs.append(spec("timm", name, module, {"lib": "timm", "name": name},
                           {"kind": "image", "size": 96}, params=params))
     return specs
@@ -173,7 +174,7 @@ def torchvision_specs():
         if key not in best or size < best[key][1]:
             best[key] = (name, size)
     specs = []
-    for (task, fam), (name, params) in sorted(best.items()):
+    for (task, fam), (name, params) in sorted(best.items(), key=lambda kv: kv[1][1]):
         inputs = {"classification": {"kind": "image", "size": 96},
                   "detection": {"kind": "detection", "size": 128},
                   "segmentation": {"kind": "image", "size": 96},

@@ -147,7 +147,8 @@ def slice_verdicts(data):
             reasons[p["model"]].append(f"{p['pair']}: {category} ({cause})")
     for f in data["faults"]:
         o = f["outcome"]
-        if o["below_tolerance"] and not str(o.get("category", "")).startswith("fault re"):
+        if o.get("category") == "fault not applicable" or (
+                o["below_tolerance"] and not str(o.get("category", "")).startswith("fault re")):
             continue
         if o.get("category"):
             reasons[f["model"]].append(f"{f['pair']} {f['recipe']['id']}: {o['category']} "
@@ -211,7 +212,8 @@ def render(data):
               "| category | cause | count | examples |", "|---|---|---|---|"]
     order = ["false alarm", "refusal", "killed", "timeout", "coverage under 95%",
              "unconfirmed layers", "fault missed", "fault refused", "fault killed",
-             "fault timeout", "wrong culprit module", "wrong op", "real divergence"]
+             "fault timeout", "wrong culprit module", "wrong op", "real divergence",
+             "fault not applicable"]
     for category in order:
         groups = s["problems"].get(category, {})
         for cause, examples in sorted(groups.items(), key=lambda kv: -len(kv[1])):
