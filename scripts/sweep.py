@@ -61,9 +61,12 @@ def parse_args(argv):
                    help="exit 1 when a selected model misses a target (for CI)")
     p.add_argument("--out-dir", help="where sweep.md/sweep.json go (default reports/, or "
                    "the cache's ci/ folder for --slice ci)")
-    p.add_argument("--export-timeout", type=int, default=1200, metavar="S")
-    p.add_argument("--check-timeout", type=int, default=600, metavar="S")
-    p.add_argument("--fault-timeout", type=int, default=300, metavar="S")
+    p.add_argument("--export-timeout", type=int, default=1200, metavar="S",
+                   help="seconds for one model's export child (default 1200)")
+    p.add_argument("--check-timeout", type=int, default=600, metavar="S",
+                   help="seconds for one clean check (default 600)")
+    p.add_argument("--fault-timeout", type=int, default=300, metavar="S",
+                   help="seconds for one fault check (default 300)")
     return p.parse_args(argv)
 
 

@@ -89,6 +89,9 @@ def pin_binary(binary):
     hex digits of the copy's sha256, remembered by (path, size, mtime) so that an unchanged
     binary is neither hashed nor copied again.
     """
+    pinned_dir = os.path.dirname(os.path.realpath(binary))
+    if os.path.dirname(pinned_dir) == os.path.realpath(os.path.join(root(), "bin")):
+        return os.path.basename(pinned_dir), binary  # already a pinned copy
     st = os.stat(binary)
     memo_path = os.path.join(root(), "binary-ids.json")
     memo = read_json(memo_path, {})

@@ -117,9 +117,11 @@ def fault_outcome(result, recipe):
     out["detected"] = status == 1
     if status == 0:
         if not below:
+            why = ("its failing layer was marked unconfirmed (not gated)"
+                   if result.get("failing_layers") and result.get("unconfirmed_count")
+                   else "no layer beyond tolerance")
             out.update(category="fault missed",
-                       cause=f"{recipe['kind']} on {recipe['op_type']}, isolated "
-                             f"{iso.get('rel_to_range', float('nan')):.1e} of range")
+                       cause=f"{recipe['kind']} on {recipe['op_type']}: {why}")
         return out
     node = first.get("onnx_node")
     relation = module_relation(recipe.get("expected_module"), first.get("module"))

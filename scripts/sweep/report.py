@@ -181,7 +181,8 @@ def render(data):
             s["problem_counts"].get("coverage under 95%", 0),
         "clean pairs with unconfirmed layers": s["problem_counts"].get("unconfirmed layers", 0),
         "faults above tolerance with exit 1":
-            f"{s['faults_detected']} of {faults_above} ({_pct(s['faults_detected'], faults_above)})",
+            f"{s['faults_detected']} of {faults_above} "
+            f"({_pct(s['faults_detected'], faults_above)})",
         "first divergence at the right module":
             f"{s['faults_module_right']} of {s['faults_detected']} detected "
             f"({_pct(s['faults_module_right'], s['faults_detected'])}; exact module path "
