@@ -6,8 +6,8 @@ reports/sweep.md and reports/sweep.json.
 
 Responsible for the command line and the schedule: which models (`--family`, `--only`,
 `--limit`, `--slice ci`), one pipeline per model (export in a child process under a timeout,
-clean checks, fault recipes in a child, fault checks), `--jobs` pipelines at a time, progress
-lines, and what is reused: exports are cached by model, results by the binary's identity, so a
+clean checks; then, in a second pass, fault recipes in a child and fault checks), `--jobs`
+pipelines at a time, progress lines, and what is reused: exports are cached by model, results by the binary's identity, so a
 rerun does only what is missing (`--recheck` re-runs the checks of cached exports, nothing else;
 `--report-only` rewrites the reports). The work itself lives in scripts/sweep/.
 
@@ -134,7 +134,7 @@ def export_model(spec, args):
     log(f"exported {spec['id']} in {time.time() - start:.0f} s (child exit {status})")
 
 
-def clean_check(spec, pair, args, binary_id):
+def clean_check(spec, pair, args, binary_id, rerun):
     folder = cache.model_dir(spec["id"])
     record = cache.read_json(os.path.join(folder, pair, "pair.json"), {})
     if record.get("status") != "ok":
@@ -142,7 +142,7 @@ def clean_check(spec, pair, args, binary_id):
     key = f"{spec['id']}/{pair}"
     path = cache.result_path(binary_id, key)
     result = cache.read_json(path)
-    if result is None or (args.recheck and not args.report_only):
+    if result is None or (rerun and not args.report_only):
         if args.report_only:
             return None
         result = check.run_check(args.binary, record["pt"],
@@ -190,15 +190,23 @@ def fault_checks(spec, pair, args, binary_id):
             f"{recipe['expected_module']!r}/{recipe['node']!r} ({result['wall_s']:.1f} s)")
 
 
-def pipeline(spec, args, binary_id):
+def clean_pipeline(spec, args, binary_id):
     try:
         export_model(spec, args)
         for pair in pair_names(spec):
-            result = clean_check(spec, pair, args, binary_id)
-            if result is not None and result.get("exit") == 0 and not args.no_faults:
-                fault_checks(spec, pair, args, binary_id)
+            clean_check(spec, pair, args, binary_id, args.recheck)
     except Exception as err:  # one model's trouble never stops the sweep
         log(f"pipeline {spec['id']} failed: {type(err).__name__}: {err}")
+
+
+def fault_pipeline(spec, args, binary_id):
+    try:
+        for pair in pair_names(spec):
+            result = clean_check(spec, pair, args, binary_id, False)  # pass 1 ran it
+            if result is not None and result.get("exit") == 0:
+                fault_checks(spec, pair, args, binary_id)
+    except Exception as err:
+        log(f"fault pipeline {spec['id']} failed: {type(err).__name__}: {err}")
 
 
 def plan_faults(model_id, pair, precision):
@@ -239,8 +247,12 @@ def main(argv):
     log(f"{len(specs)} models, binary {binary_id}, cache {cache.root()}")
     start = time.time()
     if not args.report_only:
+        # Two passes: every model's exports and clean checks first, then the faults, so that a
+        # sweep stopped early has the breadth (architectures, pairs) before the depth.
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            list(pool.map(lambda s: pipeline(s, args, binary_id), specs))
+            list(pool.map(lambda s: clean_pipeline(s, args, binary_id), specs))
+            if not args.no_faults:
+                list(pool.map(lambda s: fault_pipeline(s, args, binary_id), specs))
     out_dir = args.out_dir or (os.path.join(cache.root(), "ci") if args.slice
                                else os.path.join(REPO, "reports"))
     data = report.collect(specs, binary_id, pair_names)
