@@ -56,6 +56,8 @@ def parse_args(argv):
                    help="re-run the checks of cached exports (no new exports)")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite the reports from cached results, run nothing")
+    p.add_argument("--no-export", action="store_true",
+                   help="export nothing new; check what is cached (and plan its faults)")
     p.add_argument("--no-faults", action="store_true", help="clean checks only")
     p.add_argument("--check", action="store_true",
                    help="exit 1 when a selected model misses a target (for CI)")
@@ -117,7 +119,7 @@ def export_model(spec, args):
     folder = cache.model_dir(spec["id"])
     missing = [p for p in pair_names(spec)
                if cache.read_json(os.path.join(folder, p, "pair.json")) is None]
-    if not missing or args.recheck or args.report_only:
+    if not missing or args.recheck or args.report_only or args.no_export:
         return
     os.makedirs(folder, exist_ok=True)
     cache.write_json(os.path.join(folder, "spec.json"), spec)
