@@ -27,6 +27,12 @@ TARGETS_TEXT = [
 ]
 
 
+# What a fault row keeps of its check (the report's size grows with the faults).
+FAULT_RESULT_KEYS = ("exit", "signal", "timeout_s", "wall_s", "verdict", "first_divergence",
+                     "origins", "failing_layers", "failing_outputs", "unconfirmed_count",
+                     "stderr", "coverage")
+
+
 def _pct(n, d):
     return f"{100.0 * n / d:.1f}%" if d else "-"
 
@@ -71,7 +77,8 @@ def collect(specs, binary_id, pair_names):
                 if fres is None:
                     continue
                 fault_rows.append({"model": spec["id"], "pair": pair, "recipe": recipe,
-                                   "result": fres,
+                                   "result": {k: fres.get(k) for k in FAULT_RESULT_KEYS
+                                              if k in fres},
                                    "outcome": causes.fault_outcome(fres, recipe)})
     return {"binary_id": binary_id, "generated": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                time.gmtime()),
