@@ -185,9 +185,11 @@ def ultralytics_pair(spec, folder, log):
     with tempfile.TemporaryDirectory() as tmp, quiet():
         os.chdir(tmp)  # the exporter writes next to the yaml's name, in the working directory
         try:
-            loader = RTDETR if build_spec["yaml"].startswith("rtdetr") else YOLO
             torch.manual_seed(0)
-            yolo = loader(build_spec["yaml"], task=build_spec["task"])
+            if build_spec["yaml"].startswith("rtdetr"):
+                yolo = RTDETR(build_spec["yaml"])  # its own class; it takes no task
+            else:
+                yolo = YOLO(build_spec["yaml"], task=build_spec["task"])
             model = yolo.model
             batches = [calibration.make_inputs(spec["inputs"], 2, s) for s in range(1, 5)]
             record = calibration.calibrate(model, lambda b: model(b["images"]), batches)
