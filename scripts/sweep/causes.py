@@ -63,11 +63,15 @@ def clean_flags(result):
     flags = []
     cov = (result.get("coverage") or {}).get("torch_ratio")
     if isinstance(cov, (int, float)) and cov < 0.95:
+        # The op left unpaired most often (among the first ones kept) and why: fine enough
+        # to tell causes apart, coarse enough that one cause makes one row.
         unpaired = result.get("unpaired_torch") or []
-        ops = sorted({u.get("op") or "?" for u in unpaired})[:4]
-        reasons = sorted({normalise(u.get("reason")) for u in unpaired})[:2]
-        flags.append(("coverage under 95%",
-                      f"unpaired {', '.join(ops) or '?'}: {'; '.join(reasons) or '?'}"))
+        counts = {}
+        for u in unpaired:
+            key = (u.get("op") or "?", normalise(u.get("reason")))
+            counts[key] = counts.get(key, 0) + 1
+        op, reason = max(counts, key=counts.get) if counts else ("?", "?")
+        flags.append(("coverage under 95%", f"{op} unpaired: {reason}"))
     if result.get("unconfirmed_count"):
         first = result["unconfirmed"][0]
         flags.append(("unconfirmed layers",
