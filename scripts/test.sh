@@ -25,4 +25,7 @@ fi
 if [ ! -f tests/fixtures/drift/drift_and_fault/model.onnx ]; then
     .venv/bin/python scripts/make_drift_fixtures.py
 fi
+if [ ! -f tests/fixtures/deep/manifest.json ]; then
+    .venv/bin/python scripts/make_deep_fixtures.py >/dev/null
+fi
 cargo test "$@"

@@ -29,6 +29,10 @@ struct Report {
     accumulated_drift: Option<Drift>,
     #[serde(deserialize_with = "present")]
     repro: Option<Repro>,
+    #[serde(deserialize_with = "present")]
+    accumulated: Option<Accumulated>,
+    small_values: Vec<SmallValues>,
+    discrete_flips: Vec<Flip>,
 }
 
 #[derive(Deserialize)]
@@ -101,7 +105,48 @@ struct Stats {
     cosine: Option<f64>,
     snr_db: Option<f64>,
     mismatch_ratio: f64,
+    atol: f64,
+    rtol: f64,
+    #[serde(deserialize_with = "present")]
+    required_atol: Option<f64>,
+    #[serde(deserialize_with = "present")]
+    required_rtol: Option<f64>,
     pass: bool,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct Accumulated {
+    layer_index: usize,
+    module: String,
+    onnx_node: String,
+    rel_to_range: Option<f64>,
+    max_abs: Option<f64>,
+    layers: usize,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct SmallValues {
+    layer_index: usize,
+    module: String,
+    onnx_node: String,
+    rel_to_range: Option<f64>,
+    max_value: f64,
+    atol: f64,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)] // read for its shape: the keys must be there
+struct Flip {
+    layer_index: usize,
+    module: String,
+    onnx_node: String,
+    onnx_op: String,
+    differing: usize,
+    total: usize,
+    input_max_abs: Option<f64>,
+    input_rel_to_range: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -164,7 +209,7 @@ fn read(name: &str) -> (i32, Report) {
 fn failing_report_follows_the_contract() {
     let (code, r) = read("fault_conv_weight");
     assert_eq!(code, 1);
-    assert_eq!(r.schema_version, 1);
+    assert_eq!(r.schema_version, 2);
     assert_eq!(r.verdict, "fail");
     let d = r.first_divergence.expect("a fault has a first divergence");
     let layer = &r.layers[d.layer_index];
@@ -187,7 +232,26 @@ fn failing_report_follows_the_contract() {
         assert!(l.stats.max_abs.unwrap() >= l.stats.mean_abs.unwrap());
         assert!(l.stats.rmse.unwrap() >= l.stats.mean_abs.unwrap() - 1e-12);
         let _ = (l.stats.max_rel, l.stats.cosine, l.stats.snr_db);
+        assert!(
+            l.stats.atol > 0.0,
+            "every layer of this float model has an atol"
+        );
+        // The smallest atol that passes it (rtol 0) is its error over max(1, range).
+        let need = l.stats.required_atol.unwrap();
+        assert!(need <= l.stats.max_abs.unwrap() + 1e-15);
+        if l.stats.pass {
+            // Passing at its own atol, it needs no more rtol than it has.
+            assert!(l.stats.required_rtol.unwrap() <= l.stats.rtol * (1.0 + 1e-9));
+        }
     }
+    // Below the fault, layers that pass in isolation only carry its error.
+    let carried = r
+        .layers
+        .iter()
+        .filter(|l| l.origin.as_deref() == Some("accumulated"))
+        .count();
+    assert_eq!(r.accumulated.map_or(0, |a| a.layers), carried);
+    assert!(r.small_values.is_empty() && r.discrete_flips.is_empty());
     assert_eq!(r.outputs.len(), 1);
     assert!(!r.outputs[0].name.is_empty());
     assert!(!r.outputs[0].stats.pass, "the fault reaches the logits");
@@ -224,7 +288,8 @@ fn failing_report_follows_the_contract() {
         iso.reason
     );
     assert_eq!(iso.error, None);
-    assert_eq!(iso.runs, 1);
+    // The segment run, and one more for the failing layer's rounding floor.
+    assert_eq!(iso.runs, 2);
     assert!(iso.fed_values > 0 && iso.isolated_layers == r.layers.len());
     assert_eq!(layer.origin.as_deref(), Some("introduced"));
     let isolated = layer.isolated.as_ref().unwrap();

@@ -75,15 +75,26 @@ fn check_facts(report: &Value, facts: &Value) -> Vec<String> {
     let layers = report["layers"].as_array().cloned().unwrap_or_default();
     if let Some(dtype) = facts["dtype"].as_str() {
         // Every compared float value has the model's precision and was judged by that
-        // precision's default tolerance, which the report lists under the same name.
-        let tol = report["tolerances"]
-            .as_array()
-            .unwrap()
+        // precision's default tolerance, which the report lists under the same name: the
+        // layers' (`default float16`) and the outputs' own (`outputs float16`).
+        let rule = |applies_to: String| {
+            report["tolerances"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["applies_to"] == applies_to)
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let (layer_tol, output_tol) = (
+            rule(format!("default {dtype}")),
+            rule(format!("outputs {dtype}")),
+        );
+        let judged = outputs
             .iter()
-            .find(|t| t["applies_to"] == format!("default {dtype}"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        for v in outputs.iter().chain(&layers) {
+            .map(|v| (v, &output_tol))
+            .chain(layers.iter().map(|v| (v, &layer_tol)));
+        for (v, tol) in judged {
             if v["dtype"] != dtype {
                 problems.push(format!("value {} has dtype {}", v["module"], v["dtype"]));
             }

@@ -23,8 +23,8 @@ use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::verdict;
 use crate::outcome::{
-    CoverageReport, Environment, FileInfo, FirstNonFinite, IsolationReport, MemoryReport, Outcome,
-    Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    AccumulatedError, CoverageReport, Environment, FileInfo, FirstNonFinite, IsolationReport,
+    MemoryReport, Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
@@ -272,7 +272,8 @@ impl Accumulator {
                 let written = crate::app::repro::write(cfg, dir, &eval.layers, &torch, &onnx)?;
                 if written.is_none() && !cfg.quiet {
                     eprintln!(
-                        "align-check: --repro: no layer diverges, so there is nothing to                          reproduce (name one with --repro-layer)"
+                        "align-check: --repro: no layer diverges, so there is nothing to \
+                         reproduce (name one with --repro-layer)"
                     );
                 }
                 written
@@ -369,6 +370,9 @@ fn assemble(
         first_divergence: eval.origins.first().cloned(),
         divergence_origins: eval.origins,
         accumulated_drift: crate::compare::isolation::drift(&eval.layers, &eval.outputs),
+        accumulated: AccumulatedError::of(&eval.layers),
+        small_values: eval.small_values,
+        discrete_flips: eval.flips,
         isolation,
         repro: None,
         first_nonfinite: FirstNonFinite::find(&eval.layers),

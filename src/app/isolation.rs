@@ -14,8 +14,9 @@ use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::config::CheckConfig;
 use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
+use crate::compare::rounding;
 use crate::compare::stats::ErrorStats;
-use crate::compare::tolerance::TolerancePolicy;
+use crate::compare::tolerance::{Tolerance, TolerancePolicy};
 use crate::onnx::capture::{ort_input, run_values, RunOutputs};
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment::{self, Cut, Weights};
@@ -62,7 +63,8 @@ pub fn judge_origins(
         Ok((isolated, runs)) => {
             report.isolated_layers = isolated.iter().flatten().count();
             report.runs = runs;
-            isolation::apply(&mut eval.layers, isolated);
+            isolation::apply(&mut eval.layers, isolated, &cfg.policy.outputs);
+            eval.flips = crate::compare::discrete::flips(&eval.layers, torch);
             eval.origins = origins_of(&eval.layers);
         }
         Err(e) => report.error = Some(format!("{e:#}")),
@@ -105,25 +107,14 @@ fn isolate(
         Weights::Copy
     };
     let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
+    let mut runs = 0;
     for group in &groups {
         let seg = segment::cut(&mut model.proto, &cuts, group, weights)?;
         let bytes = seg.model.encode_to_vec();
         drop(seg.model);
-        let mut results = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds)?;
-        drop(bytes);
-        // Converted one by one (each ort value is freed once copied), compared together:
-        // in parallel when the memory plan allows it.
-        let tests: Vec<(&String, HostTensor)> = group
-            .iter()
-            .zip(&seg.outputs)
-            .filter_map(|(asked, fetched)| {
-                // A value ONNX Runtime does not hand back as a tensor stays without an
-                // isolated error, as it stayed without an accumulated one.
-                let test = results.remove(fetched).and_then(|v| from_ort(&v).ok())?;
-                Some((asked, test))
-            })
-            .collect();
-        drop(results);
+        let results = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds)?;
+        runs += 1;
+        let tests = fetched_tensors(group, &seg.outputs, results);
         let policy = &cfg.policy;
         let judge = |(asked, test): &(&String, HostTensor)| -> Vec<(usize, Option<Isolated>)> {
             let judged = |i: usize| {
@@ -132,6 +123,7 @@ fn isolate(
                     max_abs: stats.max_abs,
                     rel_to_range: stats.rel_to_range,
                     pass: stats.pass,
+                    rounding_floor: None,
                 })
             };
             let of = layers_of.get(asked.as_str()).into_iter().flatten();
@@ -142,11 +134,77 @@ fn isolate(
         } else {
             tests.iter().map(judge).collect()
         };
-        for (i, iso) in judged.into_iter().flatten() {
+        let judged: Vec<(usize, Option<Isolated>)> = judged.into_iter().flatten().collect();
+        let failing: Vec<&String> = tests
+            .iter()
+            .filter(|(asked, _)| {
+                let of = layers_of.get(asked.as_str()).into_iter().flatten();
+                of.into_iter().any(|&i| {
+                    judged
+                        .iter()
+                        .any(|(j, iso)| *j == i && iso.as_ref().is_some_and(|x| !x.pass))
+                })
+            })
+            .map(|(asked, _)| *asked)
+            .collect();
+        // Only a failure in isolation costs a second run: its rounding floor.
+        let responses = if failing.is_empty() {
+            HashMap::new()
+        } else {
+            runs += 1;
+            let again = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds.perturbed())?;
+            let again = fetched_tensors(group, &seg.outputs, again);
+            rounding_responses(&tests, &again, &failing)
+        };
+        drop(bytes);
+        for (i, mut iso) in judged {
+            if let (Some(x), Some(&response)) = (
+                iso.as_mut(),
+                responses.get(onnx.values[layers[i].onnx_id].name.as_str()),
+            ) {
+                x.rounding_floor = Some(rounding::FLOOR_FACTOR * response);
+                x.pass = x.pass || rounding::within_floor(x.rel_to_range, response);
+            }
             isolated[i] = iso;
         }
     }
-    Ok((isolated, groups.len()))
+    Ok((isolated, runs))
+}
+
+/// The fetched values of one segment run, each under the name the plan asked for. Converted
+/// one by one (each ort value is freed once copied); a value ONNX Runtime does not hand back
+/// as a tensor stays without an isolated error, as it stayed without an accumulated one.
+fn fetched_tensors<'g>(
+    group: &'g [String],
+    fetched: &[String],
+    mut results: RunOutputs,
+) -> Vec<(&'g String, HostTensor)> {
+    group
+        .iter()
+        .zip(fetched)
+        .filter_map(|(asked, fetched)| {
+            let test = results.remove(fetched).and_then(|v| from_ort(&v).ok())?;
+            Some((asked, test))
+        })
+        .collect()
+}
+
+/// How far each of `failing`'s isolated values moved when its fed values were rounded once
+/// more (`again`), relative to its range.
+fn rounding_responses<'g>(
+    tests: &[(&'g String, HostTensor)],
+    again: &[(&'g String, HostTensor)],
+    failing: &[&'g String],
+) -> HashMap<&'g str, f64> {
+    failing
+        .iter()
+        .filter_map(|name| {
+            let first = &tests.iter().find(|(n, _)| n == name)?.1;
+            let second = &again.iter().find(|(n, _)| n == name)?.1;
+            let moved = crate::compare::stats::compare(first, second, Tolerance::EXACT).ok()?;
+            Some((name.as_str(), moved.rel_to_range))
+        })
+        .collect()
 }
 
 /// One run of a segment of `model` (serialised in `bytes`, reading graph inputs `inputs`)
@@ -199,6 +257,8 @@ pub struct Feeds<'a> {
     torch: &'a Capture,
     fed: HashMap<&'a str, &'a FedValue>,
     inputs: HashMap<&'a str, &'a CapturedValue>,
+    /// Fed values moved by one rounding (`compare::rounding`), for the rounding floor.
+    perturb: bool,
 }
 
 impl<'a> Feeds<'a> {
@@ -212,6 +272,17 @@ impl<'a> Feeds<'a> {
                 .filter(|v| matches!(v.role, ValueRole::Input(_)))
                 .map(|v| (v.name.as_str(), v))
                 .collect(),
+            perturb: false,
+        }
+    }
+
+    /// The same feeds with every fed value rounded once more.
+    pub fn perturbed(&self) -> Feeds<'a> {
+        Feeds {
+            torch: self.torch,
+            fed: self.fed.clone(),
+            inputs: self.inputs.clone(),
+            perturb: true,
         }
     }
 
@@ -224,6 +295,10 @@ impl<'a> Feeds<'a> {
             .iter()
             .map(|name| {
                 let tensor = match (self.fed.get(name.as_str()), self.inputs.get(name.as_str())) {
+                    (Some(f), _) if self.perturb => {
+                        let exact = fed_tensor(&self.torch.values[f.torch_id], f)?;
+                        Cow::Owned(rounding::perturbed(exact.as_ref()))
+                    }
                     (Some(f), _) => fed_tensor(&self.torch.values[f.torch_id], f)?,
                     (None, Some(v)) => v.data()?,
                     (None, None) => {

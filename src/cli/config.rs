@@ -6,6 +6,7 @@
 
 use crate::cli::config_file::{InputsSection, ReportsSection, RuntimeSection};
 use crate::cli::{CheckArgs, InputArgs, ReportArgs, RuntimeArgs};
+use crate::compare::output_tolerance::OutputTolerance;
 use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
@@ -200,6 +201,18 @@ impl CheckConfig {
             args.rtol.or(file.tolerances.rtol),
             overrides,
         )
+        .and_then(|p| {
+            p.with_output_rule(
+                OutputTolerance {
+                    atol: args.output_atol.or(file.tolerances.output_atol),
+                    rtol: args.output_rtol.or(file.tolerances.output_rtol),
+                    rel_to_range: args
+                        .output_rel_to_range
+                        .or(file.tolerances.output_rel_to_range),
+                },
+                args.strict_small || file.tolerances.strict_small.unwrap_or(false),
+            )
+        })
         .map_err(anyhow::Error::msg)?;
         let reports = Reports::resolve(&args.reports, &file.reports);
         let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());

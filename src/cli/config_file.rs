@@ -53,6 +53,12 @@ pub struct InputsSection {
 pub struct TolerancesSection {
     pub atol: Option<f64>,
     pub rtol: Option<f64>,
+    /// The graph outputs' own rule (`--output-atol`, `--output-rtol`, `--output-rel-to-range`).
+    pub output_atol: Option<f64>,
+    pub output_rtol: Option<f64>,
+    pub output_rel_to_range: Option<f64>,
+    /// `--strict-small`.
+    pub strict_small: Option<bool>,
     /// `[[tolerances.override]]` tables, in order: the first match wins.
     #[serde(default, rename = "override")]
     pub overrides: Vec<OverrideEntry>,

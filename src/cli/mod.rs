@@ -105,6 +105,26 @@ pub struct CheckArgs {
     )]
     pub tolerances: Vec<String>,
 
+    /// Absolute tolerance of the graph outputs, replacing their default (float32: 1e-4, 10x a
+    /// layer's). Outputs are judged in your terms: the rounding a deep network accumulates
+    /// passes, an export bug a layer introduces fails at that layer anyway
+    #[arg(long, value_name = "ATOL", help_heading = "Tolerances")]
+    pub output_atol: Option<f64>,
+
+    /// Relative tolerance of the graph outputs, replacing their default (float32: 1e-3)
+    #[arg(long, value_name = "RTOL", help_heading = "Tolerances")]
+    pub output_rtol: Option<f64>,
+
+    /// Judge each graph output by its error relative to its range alone:
+    /// max|onnx - torch| <= R * max|torch| (instead of element by element)
+    #[arg(long, value_name = "R", help_heading = "Tolerances")]
+    pub output_rel_to_range: Option<f64>,
+
+    /// Fail layers whose values all lie below the absolute tolerance but whose error is large
+    /// against their range (by default they pass with a warning in every report)
+    #[arg(long, help_heading = "Tolerances")]
+    pub strict_small: bool,
+
     /// Fail (exit 1) when fewer than this share of TorchScript layers were compared
     /// [default: 0.9]
     #[arg(long, value_name = "RATIO", help_heading = "Gate")]

@@ -10,26 +10,47 @@ use crate::capture::tensor::DType;
 use crate::capture::tensor::HostTensor;
 use crate::capture::{Capture, CapturedValue};
 use crate::compare::details::{layer_detail, LayerDetail};
+use crate::compare::discrete::DiscreteFlip;
 use crate::compare::precision;
+use crate::compare::small_values::{self, SmallValues};
 use crate::compare::stats::{compare, ErrorStats};
-use crate::compare::tolerance::TolerancePolicy;
+use crate::compare::tolerance::{Tolerance, TolerancePolicy};
 use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
+
+/// What a pair is judged as: a layer, by the per-layer tolerance (the rule that finds where an
+/// export goes wrong), or a graph output, by the outputs' own rule (what the user's
+/// application sees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    Layer,
+    Output,
+}
 
 /// One pair's comparison, judged by the tolerance of `precision`: the lower of the precisions
 /// the two values were computed in (see `precision.rs`).
 fn comparison(
     t: &CapturedValue,
     o: &CapturedValue,
-    precision: DType,
+    (precision, as_what): (DType, Judged),
     policy: &TolerancePolicy,
 ) -> Result<Comparison> {
     // Under a memory budget this is read back from the spill file, one pair at a time.
     let test = o.data()?;
-    let stats = judged_stats(t, &o.node, &test, precision, policy)
-        .map_err(|e| anyhow!("comparing {} with {}: {e}", t.name, o.name))?;
+    let context = |e| anyhow!("comparing {} with {}: {e}", t.name, o.name);
+    let as_layer = judged_stats(t, &o.node, &test, precision, policy).map_err(context)?;
+    let (stats, pass_as_layer) = match as_what {
+        Judged::Layer => {
+            let pass = as_layer.pass;
+            (as_layer, pass)
+        }
+        Judged::Output => (
+            output_stats(t, &test, precision, policy).map_err(context)?,
+            as_layer.pass,
+        ),
+    };
     Ok(Comparison {
         shape: t.shape.clone(),
         dtype: t.dtype.name().to_string(),
@@ -38,6 +59,7 @@ fn comparison(
         samples: 1,
         worst_sample: 0,
         p95_rel_to_range: stats.rel_to_range,
+        pass_as_layer,
         stats,
     })
 }
@@ -53,6 +75,25 @@ pub fn judged_stats(
     policy: &TolerancePolicy,
 ) -> Result<ErrorStats> {
     let tol = policy.for_layer(t.module_path(), onnx_node, precision);
+    let mut stats = stats_under(t, test, tol)?;
+    small_values::apply_strict(&mut stats, policy.strict_small);
+    Ok(stats)
+}
+
+/// The statistics of a graph output, judged by the outputs' own rule.
+fn output_stats(
+    t: &CapturedValue,
+    test: &HostTensor,
+    precision: DType,
+    policy: &TolerancePolicy,
+) -> Result<ErrorStats> {
+    let mut stats = stats_under(t, test, policy.for_output(precision))?;
+    policy.outputs.judge(&mut stats);
+    Ok(stats)
+}
+
+/// The statistics of `test` against the TorchScript value `t` under `tol`.
+fn stats_under(t: &CapturedValue, test: &HostTensor, tol: Tolerance) -> Result<ErrorStats> {
     let reference = t.data()?;
     let reference: &HostTensor = &reference;
     // Pairing accepts shapes that differ only by unit dims ([1, 8] against [8]); the
@@ -89,20 +130,21 @@ pub fn compare_pairs(
         precision::computed_precision(torch),
         precision::computed_precision(onnx),
     );
-    let run = |pairs: &[crate::pairing::Pair]| -> Result<Vec<Comparison>> {
-        let one = |p: &crate::pairing::Pair| {
+    let run = |pairs: &[crate::pairing::Pair], as_what: Judged| -> Result<Vec<Comparison>> {
+        let pairs = pairs.iter().map(|p| (p, as_what));
+        let one = |(p, as_what): (&crate::pairing::Pair, Judged)| {
             let lower = precision::lower(torch_precision[p.torch], onnx_precision[p.onnx]);
-            comparison(&tv[p.torch], &ov[p.onnx], lower, policy)
+            comparison(&tv[p.torch], &ov[p.onnx], (lower, as_what), policy)
         };
         if parallel {
-            pairs.par_iter().map(one).collect()
+            pairs.collect::<Vec<_>>().into_par_iter().map(one).collect()
         } else {
-            pairs.iter().map(one).collect()
+            pairs.map(one).collect()
         }
     };
     Ok(Comparisons {
-        layers: run(&pairing.layers)?,
-        outputs: run(&pairing.outputs)?,
+        layers: run(&pairing.layers, Judged::Layer)?,
+        outputs: run(&pairing.outputs, Judged::Output)?,
     })
 }
 
@@ -181,6 +223,10 @@ pub struct Evaluation {
     pub layers: Vec<LayerResult>,
     pub outputs: Vec<OutputResult>,
     pub origins: Vec<Divergence>,
+    /// Layers that pass only because their values lie below the absolute tolerance.
+    pub small_values: Vec<SmallValues>,
+    /// Discrete results that differ only because of their inputs (filled by isolation).
+    pub flips: Vec<DiscreteFlip>,
 }
 
 /// How many layers get element-level detail: every divergence origin, then the layers with
@@ -240,6 +286,18 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
         });
     }
     let origins = origins_of(&layers);
+    let small_values = layers
+        .iter()
+        .filter(|l| small_values::passes_only_by_atol(&l.cmp))
+        .map(|l| SmallValues {
+            layer_index: l.index,
+            module: l.module.clone(),
+            onnx_node: l.onnx_node.clone(),
+            rel_to_range: l.cmp.rel_to_range,
+            max_value: l.cmp.ref_max_abs,
+            atol: l.cmp.tol.atol,
+        })
+        .collect();
     let outputs = pairing
         .outputs
         .iter()
@@ -255,6 +313,8 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
         layers,
         outputs,
         origins,
+        small_values,
+        flips: Vec::new(),
     }
 }
 
@@ -275,8 +335,10 @@ fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparison
             passes[p.torch] = Some(c.pass);
         }
     }
+    // An output witnesses by the per-layer rule: passing its own looser rule does not show
+    // that an error upstream faded.
     for (p, c) in pairing.outputs.iter().zip(&cmps.outputs) {
-        passes[p.torch] = Some(c.pass);
+        passes[p.torch] = Some(c.pass_as_layer);
     }
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); tv.len()];
     for v in tv {
@@ -471,6 +533,11 @@ pub(crate) mod tests {
             .remove(0);
         l.index = index;
         l
+    }
+
+    /// The TorchScript side of `chain`, for tests that walk its dataflow.
+    pub(crate) fn chain_torch_capture() -> Capture {
+        chain([&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]]).0
     }
 
     fn judged(onnx: [&[f32]; 3]) -> Evaluation {

@@ -10,6 +10,7 @@
 
 use crate::capture::tensor::DType;
 use crate::capture::{Capture, ValueRole};
+use crate::compare::output_tolerance::OutputTolerance;
 use crate::outcome::{Drift, DriftContributor, Isolated, LayerResult, Origin, OutputResult};
 
 /// One ONNX value an isolation run receives from PyTorch instead of computing it.
@@ -39,7 +40,10 @@ pub fn plan(torch: &Capture, onnx: &Capture, layers: &[LayerResult]) -> Plan {
     let mut plan = Plan::default();
     for l in layers {
         let (t, o) = (&torch.values[l.torch_id], &onnx.values[l.onnx_id]);
-        if o.role != ValueRole::Intermediate || plan.fetch.contains(&o.name) {
+        // A graph output is computed by a node like any other value: a layer whose ONNX value
+        // is one (the last Linear of a head) is isolated too.
+        let computed = matches!(o.role, ValueRole::Intermediate | ValueRole::Output(_));
+        if !computed || plan.fetch.contains(&o.name) {
             continue;
         }
         plan.fetch.push(o.name.clone());
@@ -60,7 +64,17 @@ pub fn plan(torch: &Capture, onnx: &Capture, layers: &[LayerResult]) -> Plan {
 /// Records each layer's isolated error and the origin it implies. An unconfirmed pair gets
 /// none: its ONNX value may not be the twin of its TorchScript one, so its failing error,
 /// isolated or not, says nothing about where an error starts.
-pub fn apply(layers: &mut [LayerResult], isolated: Vec<Option<Isolated>>) {
+///
+/// A failing layer whose own contribution could not be isolated (no isolated error) but that
+/// sits below failing layers is taken as carrying their error (`Accumulated`) while its error
+/// stays within what the outputs' rule lets rounding accumulate
+/// (`OutputTolerance::accumulated_bound`); beyond that it stays a failure, judged as before
+/// isolation existed.
+pub fn apply(
+    layers: &mut [LayerResult],
+    isolated: Vec<Option<Isolated>>,
+    outputs: &OutputTolerance,
+) {
     for (l, iso) in layers.iter_mut().zip(isolated) {
         let judged = iso.as_ref().filter(|_| !l.unconfirmed);
         l.origin = judged.map(|i| match (l.cmp.pass, i.pass) {
@@ -68,6 +82,12 @@ pub fn apply(layers: &mut [LayerResult], isolated: Vec<Option<Isolated>>) {
             (false, true) => Origin::Accumulated,
             (false, false) => Origin::Introduced,
         });
+        if l.origin.is_none() && !l.cmp.pass && !l.unconfirmed && l.upstream_failed {
+            let dtype = DType::from_name(&l.cmp.precision).unwrap_or(DType::F32);
+            if outputs.within_accumulated_bound(&l.cmp, dtype) {
+                l.origin = Some(Origin::Accumulated);
+            }
+        }
         l.isolated = iso;
     }
 }
@@ -117,7 +137,31 @@ mod tests {
             max_abs: rel,
             rel_to_range: rel,
             pass,
+            rounding_floor: None,
         })
+    }
+
+    #[test]
+    fn a_failing_layer_without_isolated_error_below_failing_ones_is_accumulated_within_the_bound() {
+        let mut layers = vec![
+            layer(0, false, false),
+            layer(1, false, true),
+            layer(2, false, true),
+        ];
+        // Reference values up to 2: the outputs' absolute part allows 1e-4 * 2.
+        layers[1].cmp.max_abs = 1e-4;
+        layers[2].cmp.max_abs = 0.6;
+        apply(
+            &mut layers,
+            vec![iso(1e-6, true), None, None],
+            &OutputTolerance::default(),
+        );
+        assert_eq!(layers[1].origin, Some(Origin::Accumulated));
+        assert!(!layers[1].fails());
+        // Far beyond what rounding accumulates: judged as before isolation existed.
+        assert_eq!(layers[2].origin, None);
+        assert!(layers[2].fails());
+        assert_eq!(layers[2].status(), LayerStatus::Inherited);
     }
 
     #[test]
@@ -137,6 +181,7 @@ mod tests {
                 iso(5e-5, true),
                 iso(0.2, false),
             ],
+            &OutputTolerance::default(),
         );
         let origins: Vec<Option<Origin>> = layers.iter().map(|l| l.origin).collect();
         assert_eq!(
@@ -160,7 +205,11 @@ mod tests {
     fn an_unconfirmed_pair_gets_its_isolated_error_but_no_origin() {
         let mut layers = vec![layer(0, true, false), layer(1, false, false)];
         layers[1].unconfirmed = true;
-        apply(&mut layers, vec![iso(1e-6, true), iso(0.6, false)]);
+        apply(
+            &mut layers,
+            vec![iso(1e-6, true), iso(0.6, false)],
+            &OutputTolerance::default(),
+        );
         assert_eq!(layers[0].origin, Some(Origin::Pass));
         assert_eq!(layers[1].origin, None);
         assert!(layers[1].isolated.is_some());
@@ -168,7 +217,7 @@ mod tests {
     }
 
     #[test]
-    fn failures_with_no_layer_failing_in_isolation_are_drift_named_by_contribution() {
+    fn failing_outputs_with_no_layer_failing_in_isolation_are_drift_named_by_contribution() {
         let mut layers = vec![
             layer(0, true, false),
             layer(1, false, false),
@@ -177,9 +226,23 @@ mod tests {
         apply(
             &mut layers,
             vec![iso(1e-6, true), iso(4e-5, true), iso(6e-5, true)],
+            &OutputTolerance::default(),
         );
         assert!(crate::compare::evaluate::origins_of(&layers).is_empty());
-        let d = drift(&layers, &[]).expect("drift");
+        // Layers that only carry error from upstream are not failures: without a failing
+        // output this is a pass, with the accumulated error as information.
+        assert!(layers.iter().all(|l| !l.fails()));
+        assert!(drift(&layers, &[]).is_none());
+        let output = OutputResult {
+            name: "out".into(),
+            position: 0,
+            cmp: {
+                let mut c = layers[2].cmp.clone();
+                c.pass = false;
+                c
+            },
+        };
+        let d = drift(&layers, &[output]).expect("drift");
         let named: Vec<usize> = d.contributors.iter().map(|c| c.layer_index).collect();
         assert_eq!(named, [2, 1, 0]);
     }

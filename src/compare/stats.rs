@@ -177,6 +177,17 @@ pub struct ErrorStats {
     /// The tolerance the elements were held to (`atol`, `rtol`).
     #[serde(flatten)]
     pub tol: Tolerance,
+    /// The smallest `atol` under which every finite element would pass with `rtol` 0:
+    /// `max_abs / max(1, max|ref|)` (the bound's absolute part is scaled the same way). With
+    /// `required_rtol`, what a team sets its gate from on a clean run (Polygraphy's "minimum
+    /// required tolerance").
+    #[serde(serialize_with = "finite_or_null")]
+    pub required_atol: f64,
+    /// The smallest `rtol` under which every finite element would pass at this pair's own
+    /// `atol`: 0 when the absolute part alone covers every element; infinite (`null`) when an
+    /// element whose reference is 0 exceeds the absolute part.
+    #[serde(serialize_with = "finite_or_null")]
+    pub required_rtol: f64,
     /// Every element within tolerance: `mismatches == 0`.
     pub pass: bool,
     pub histogram: Histogram,
@@ -260,6 +271,8 @@ struct Accumulator {
     sum_test_sq: f64,
     sum_dot: f64,
     max_rel: f64,
+    /// Largest `(|t - r| - atol_scaled) / |r|` over elements beyond the absolute part.
+    required_rtol: f64,
     mismatches: usize,
     nan_ref: usize,
     nan_test: usize,
@@ -281,6 +294,7 @@ impl Accumulator {
             sum_test_sq: 0.0,
             sum_dot: 0.0,
             max_rel: 0.0,
+            required_rtol: 0.0,
             mismatches: 0,
             nan_ref: 0,
             nan_test: 0,
@@ -305,6 +319,7 @@ impl Accumulator {
         self.sum_test_sq += later.sum_test_sq;
         self.sum_dot += later.sum_dot;
         self.max_rel = self.max_rel.max(later.max_rel);
+        self.required_rtol = self.required_rtol.max(later.required_rtol);
         self.mismatches += later.mismatches;
         self.nan_ref += later.nan_ref;
         self.nan_test += later.nan_test;
@@ -352,6 +367,18 @@ impl Accumulator {
                 }
                 if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound.at(r_abs)) {
                     acc.mismatches += 1;
+                }
+                // Rarely taken on a passing pair: only elements the absolute part does not
+                // cover say what relative part they would need.
+                if e > bound.atol_scaled {
+                    let need = if r_abs > f64::MIN_POSITIVE {
+                        (e - bound.atol_scaled) / r_abs
+                    } else {
+                        f64::INFINITY
+                    };
+                    if need > acc.required_rtol {
+                        acc.required_rtol = need;
+                    }
                 }
                 acc.bins[bin_of(e)] += 1;
             } else {
@@ -515,6 +542,8 @@ pub fn compare(
         inf_test: acc.inf_test,
         nonfinite_mismatch: acc.nonfinite_mismatch,
         tol,
+        required_atol: max_abs / ref_max_abs.max(1.0),
+        required_rtol: acc.required_rtol,
         pass: acc.mismatches == 0,
         histogram: Histogram {
             bins: acc.bins.to_vec(),
@@ -931,6 +960,8 @@ mod tests {
             inf_test: 0,
             nonfinite_mismatch: 0,
             tol,
+            required_atol: 0.0,
+            required_rtol: 0.0,
             pass: false,
             histogram: Histogram::default(),
         };
@@ -961,6 +992,14 @@ mod tests {
                 if e > tol.atol * scale + tol.rtol * a.abs() {
                     s.mismatches += 1;
                 }
+                if e > tol.atol * scale {
+                    let need = if a.abs() > f64::MIN_POSITIVE {
+                        (e - tol.atol * scale) / a.abs()
+                    } else {
+                        f64::INFINITY
+                    };
+                    s.required_rtol = s.required_rtol.max(need);
+                }
                 s.histogram.bins[bin_of(e)] += 1;
             } else if !(a.is_nan() && b.is_nan() || a == b) {
                 s.mismatches += 1;
@@ -971,6 +1010,7 @@ mod tests {
         s.mean_abs = sa / cnt as f64;
         s.rmse = (se / cnt as f64).sqrt();
         s.rel_to_range = s.max_abs / ref_max;
+        s.required_atol = s.max_abs / scale;
         s.cosine = srt / (srr.sqrt() * stt.sqrt());
         s.snr_db = 10.0 * (srr / se).log10();
         s.mismatch_ratio = s.mismatches as f64 / n as f64;
@@ -991,6 +1031,8 @@ mod tests {
         assert_eq!(got.max_abs_index, want.max_abs_index);
         assert_eq!(got.max_abs_index, vec![(n - 100) / 1000, 900]);
         assert_eq!(got.max_rel, want.max_rel);
+        assert_eq!(got.required_atol, want.required_atol);
+        assert_eq!(got.required_rtol, want.required_rtol);
         assert_eq!(got.rel_to_range, want.rel_to_range);
         assert_eq!(got.ref_max_abs, want.ref_max_abs);
         assert_eq!(got.mismatches, want.mismatches);
@@ -1019,6 +1061,38 @@ mod tests {
         ] {
             assert!((a - b).abs() <= 1e-9 * b.abs(), "{name}: {a} vs {b}");
         }
+    }
+
+    #[test]
+    fn the_required_tolerance_is_the_smallest_that_passes() {
+        let r = f64t(vec![4], vec![10.0, -4.0, 0.5, 2.0]);
+        let t = f64t(vec![4], vec![10.02, -4.0, 0.5001, 2.03]);
+        let s = compare(&r, &t, tol(1e-3, 0.0)).unwrap();
+        // rtol 0: the largest error (0.03 at 2.0) over the scale max(1, 10).
+        assert!(
+            (s.required_atol - 0.003).abs() < 1e-12,
+            "{}",
+            s.required_atol
+        );
+        // At atol 1e-3 (scaled to 1e-2): the element at 2.0 needs (0.03 - 0.01) / 2.
+        assert!(
+            (s.required_rtol - 0.01).abs() < 1e-12,
+            "{}",
+            s.required_rtol
+        );
+        let just = |atol: f64, rtol: f64| compare(&r, &t, tol(atol, rtol)).unwrap().pass;
+        assert!(just(s.required_atol * 1.000001, 0.0));
+        assert!(!just(s.required_atol * 0.99, 0.0));
+        assert!(just(1e-3, s.required_rtol * 1.000001));
+        assert!(!just(1e-3, s.required_rtol * 0.99));
+        // An element whose reference is 0 beyond the absolute part needs an infinite rtol.
+        let z = compare(
+            &f64t(vec![2], vec![0.0, 1.0]),
+            &f64t(vec![2], vec![0.1, 1.0]),
+            tol(1e-3, 0.0),
+        )
+        .unwrap();
+        assert!(z.required_rtol.is_infinite());
     }
 
     #[test]

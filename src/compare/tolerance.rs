@@ -8,6 +8,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
 use crate::capture::tensor::DType;
+use crate::compare::output_tolerance::OutputTolerance;
 
 /// An absolute and a relative tolerance. An element passes when
 /// `|t - r| <= atol * max(1, max|ref|) + rtol * |r|` (see `bound_for`).
@@ -189,6 +190,11 @@ pub struct TolerancePolicy {
     overrides: Vec<Override>,
     /// One compiled matcher per override, same order.
     matchers: Vec<GlobMatcher>,
+    /// The graph outputs' own rule (`--output-atol`, `--output-rtol`, `--output-rel-to-range`).
+    pub outputs: OutputTolerance,
+    /// `--strict-small`: a layer whose values all lie below the absolute tolerance is failed
+    /// when its error is large against its range, instead of only warned about.
+    pub strict_small: bool,
 }
 
 impl Default for TolerancePolicy {
@@ -199,6 +205,8 @@ impl Default for TolerancePolicy {
             rtol: None,
             overrides: Vec::new(),
             matchers: Vec::new(),
+            outputs: OutputTolerance::default(),
+            strict_small: false,
         }
     }
 }
@@ -234,7 +242,26 @@ impl TolerancePolicy {
             rtol,
             overrides,
             matchers,
+            outputs: OutputTolerance::default(),
+            strict_small: false,
         })
+    }
+
+    /// The same policy with the outputs judged by `outputs` (validated) and, with
+    /// `strict_small`, tiny-valued layers gated.
+    pub fn with_output_rule(
+        mut self,
+        outputs: OutputTolerance,
+        strict_small: bool,
+    ) -> Result<Self, String> {
+        self.outputs = outputs.validated()?;
+        self.strict_small = strict_small;
+        Ok(self)
+    }
+
+    /// The tolerance a graph output of `dtype` is held to.
+    pub fn for_output(&self, dtype: DType) -> Tolerance {
+        self.outputs.for_dtype(dtype)
     }
 
     /// The tolerance for one layer: the first override (in the order given) whose glob matches
@@ -258,6 +285,7 @@ impl TolerancePolicy {
                     .iter()
                     .map(|o| (format!("override {}", o.pattern), o.tol)),
             )
+            .chain(self.outputs.describe())
             .collect()
     }
 
@@ -505,7 +533,13 @@ mod tests {
         )
         .unwrap();
         let d = p.describe();
-        assert_eq!(d.len(), DEFAULT_TOLERANCES.len() + 2);
+        let outputs = p.outputs.describe().len();
+        assert_eq!(d.len(), DEFAULT_TOLERANCES.len() + 2 + outputs);
+        // The outputs' own rules come last.
+        assert!(d[d.len() - outputs..]
+            .iter()
+            .all(|(n, _)| n.starts_with("outputs ")));
+        let d = &d[..d.len() - outputs];
         assert!(d.contains(&("default float32".to_string(), tol(1e-5, 1e-4))));
         assert!(d.contains(&("default float16".to_string(), tol(1e-5, 1e-2))));
         assert!(d.contains(&("default bool".to_string(), tol(1e-5, 0.0))));

@@ -13,6 +13,8 @@ pub mod verdict;
 
 use crate::capture::Uncapturable;
 use crate::compare::details::LayerDetail;
+use crate::compare::discrete::DiscreteFlip;
+use crate::compare::small_values::SmallValues;
 pub use crate::compare::stats::finite_or_null;
 use crate::compare::stats::ErrorStats;
 use crate::inputs::ResolvedInput;
@@ -22,7 +24,7 @@ use serde::Serialize;
 use std::ops::{Deref, DerefMut};
 
 /// Bumped whenever a key is renamed or removed or its meaning changes; adding keys does not.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -86,6 +88,11 @@ pub struct Comparison {
     /// 95th percentile of `rel_to_range` across samples (equal to it for one sample).
     #[serde(serialize_with = "finite_or_null")]
     pub p95_rel_to_range: f64,
+    /// Whether the pair passes the per-layer rule. The same as `pass` for a layer; for a graph
+    /// output, judged by its own looser rule, what the per-layer rule says of it: a witness of
+    /// whether an error upstream propagates (`evaluate::unconfirmed_layers`).
+    #[serde(skip)]
+    pub pass_as_layer: bool,
 }
 
 impl Deref for Comparison {
@@ -150,8 +157,12 @@ pub struct Isolated {
     pub max_abs: f64,
     #[serde(serialize_with = "finite_or_null")]
     pub rel_to_range: f64,
-    /// Within the same tolerance the layer is judged by.
+    /// Within the same tolerance the layer is judged by, or within its rounding floor.
     pub pass: bool,
+    /// Measured only for a layer beyond its tolerance in isolation: the isolated error (of
+    /// range) that float rounding alone may reach in its segment (`compare::rounding`);
+    /// `null` otherwise.
+    pub rounding_floor: Option<f64>,
 }
 
 /// Where a layer's error comes from.
@@ -203,9 +214,12 @@ impl LayerStatus {
 }
 
 impl LayerResult {
-    /// Whether this layer counts against the gate: beyond tolerance and not unconfirmed.
+    /// Whether this layer counts against the gate: beyond tolerance, not unconfirmed, and not
+    /// merely carrying error from upstream. A layer is gated by the error it introduces; the
+    /// rounding a deep network accumulates is information, and the outputs' own rule decides
+    /// whether it matters (see `compare::output_tolerance`).
     pub fn fails(&self) -> bool {
-        !self.cmp.pass && !self.unconfirmed
+        !self.cmp.pass && !self.unconfirmed && self.origin != Some(Origin::Accumulated)
     }
 
     /// Isolation, where it ran, decides between origin and accumulated; without it a failing
@@ -357,6 +371,41 @@ pub struct ReproReport {
     pub isolated: Isolated,
 }
 
+/// The largest error carried from upstream by a layer that passes in isolation.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccumulatedError {
+    pub layer_index: usize,
+    pub module: String,
+    pub onnx_node: String,
+    #[serde(serialize_with = "finite_or_null")]
+    pub rel_to_range: f64,
+    #[serde(serialize_with = "finite_or_null")]
+    pub max_abs: f64,
+    /// Layers beyond their per-layer tolerance by accumulated error only.
+    pub layers: usize,
+}
+
+impl AccumulatedError {
+    /// The worst of the layers whose failure is accumulated, if any.
+    pub fn of(layers: &[LayerResult]) -> Option<AccumulatedError> {
+        let carried: Vec<&LayerResult> = layers
+            .iter()
+            .filter(|l| l.status() == LayerStatus::Accumulated)
+            .collect();
+        let worst = carried
+            .iter()
+            .max_by(|a, b| a.cmp.rel_to_range.total_cmp(&b.cmp.rel_to_range))?;
+        Some(AccumulatedError {
+            layer_index: worst.index,
+            module: worst.module.clone(),
+            onnx_node: worst.onnx_node.clone(),
+            rel_to_range: worst.cmp.rel_to_range,
+            max_abs: worst.cmp.max_abs,
+            layers: carried.len(),
+        })
+    }
+}
+
 /// Accumulated drift: the layers adding the most error in isolation, largest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct Drift {
@@ -421,6 +470,16 @@ pub struct Outcome {
     /// Present when layers or outputs fail but no layer fails in isolation: many small
     /// contributions added up, none beyond tolerance on its own.
     pub accumulated_drift: Option<Drift>,
+    /// Present when some layers exceed their per-layer tolerance only by error carried from
+    /// upstream (each passes in isolation): the largest such error and where, as
+    /// information; the outputs' rule decides whether it matters.
+    pub accumulated: Option<AccumulatedError>,
+    /// Layers that pass only because their values lie below the absolute tolerance while
+    /// their error is large against their range (gated with `--strict-small`).
+    pub small_values: Vec<SmallValues>,
+    /// Integer or boolean results (TopK indices, a mask) that differ while their own
+    /// computation, fed PyTorch's values, agrees: near-ties decided the other way.
+    pub discrete_flips: Vec<DiscreteFlip>,
     /// Present with `--repro DIR` when a bundle was written.
     pub repro: Option<ReproReport>,
     /// Where NaN or Inf first appear on each side, if anywhere.

@@ -11,7 +11,7 @@
 use super::format::{
     drift_contributors, file_name, fmt_num, gate_line, isolation_ran, module_label, severity,
 };
-use super::{Format, Report};
+use super::{findings, Format, Report};
 use crate::capture::tensor::format_shape;
 use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
 use anyhow::Result;
@@ -96,7 +96,7 @@ fn verdict_cell(l: &LayerResult) -> &'static str {
         LayerStatus::Ok => "ok",
         LayerStatus::Origin => "**FAIL**",
         LayerStatus::Inherited => "FAIL (inherited)",
-        LayerStatus::Accumulated => "FAIL (accumulated)",
+        LayerStatus::Accumulated => "accumulated",
         LayerStatus::Unconfirmed => "unconfirmed",
     }
 }
@@ -128,6 +128,15 @@ pub fn render(outcome: &Outcome) -> String {
     String::from_utf8(bytes).expect("the summary is UTF-8")
 }
 
+/// `s` with its first letter capitalised, to open a sentence.
+fn sentence_case(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// The heading with the verdict, the first divergence or the failed gates, and the notes
 /// on training mode.
 fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
@@ -135,9 +144,8 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         Verdict::Pass => {
             writeln!(
                 out,
-                "## align-check: ✅ PASS\n\n{} layers and {} output(s) within tolerance.",
-                outcome.layers.len(),
-                outcome.outputs.len()
+                "## align-check: ✅ PASS\n\n{}.",
+                text(&sentence_case(&findings::pass_summary(outcome)))
             )?;
         }
         Verdict::Fail => {
@@ -187,6 +195,9 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
                 )?;
             }
         }
+    }
+    for line in findings::lines(outcome) {
+        writeln!(out, "\n> {}", text(&line))?;
     }
     if let Some(error) = outcome.isolation.as_ref().and_then(|i| i.error.as_ref()) {
         writeln!(
@@ -272,7 +283,8 @@ fn worst_layers(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             out,
             "\n*isolated*: the error the layer's own ONNX computation adds when fed PyTorch's values; \
-             FAIL (accumulated): passes in isolation, its error comes from upstream."
+             accumulated: beyond its tolerance only by error from upstream (passes in \
+             isolation), not gated."
         )?;
     }
     Ok(())
@@ -287,10 +299,11 @@ fn outputs(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         .iter()
         .map(|o| {
             format!(
-                "{} {} of range ({})",
+                "{} {} of range ({}; passes at {})",
                 code(&o.name),
                 fmt_num(o.cmp.rel_to_range),
-                if o.cmp.pass { "ok" } else { "**FAIL**" }
+                if o.cmp.pass { "ok" } else { "**FAIL**" },
+                text(&findings::required_tolerance(&o.cmp))
             )
         })
         .collect::<Vec<_>>()

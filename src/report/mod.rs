@@ -9,6 +9,7 @@
 //! Files are written to a temporary sibling and renamed into place, so an interrupted run
 //! never leaves half a report for CI to read.
 
+pub mod findings;
 pub mod format;
 pub mod terminal;
 

@@ -9,6 +9,7 @@
 //! verdict says where the error starts, or that it is accumulated drift; when it did not,
 //! the report is exactly what it was before isolation existed, since scripts read it.
 
+use super::findings;
 use super::format::{
     drift_contributors, fmt_num, gate_line, growth, isolation_ran, module_label, severity, snr,
 };
@@ -124,10 +125,9 @@ fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
         Verdict::Pass => {
             writeln!(
                 out,
-                "{} {} layers and {} output(s) within tolerance; coverage {:.1}% of TorchScript layers",
+                "{} {}; coverage {:.1}% of TorchScript layers",
                 paint.green("PASS"),
-                outcome.layers.len(),
-                outcome.outputs.len(),
+                findings::pass_summary(outcome),
                 outcome.coverage.torch_ratio * 100.0
             )?;
         }
@@ -296,7 +296,8 @@ fn table(
             "{}",
             paint.dim(
                 "isolated: the error a layer's own ONNX computation adds when fed PyTorch's values; \
-                 FAIL (accumulated): passes in isolation, its error comes from upstream"
+                 accumulated: beyond its tolerance only by error from upstream (passes in \
+                 isolation), not gated"
             )
         )?;
     }
@@ -316,7 +317,7 @@ fn layer_row(
         LayerStatus::Ok => paint.green("ok"),
         LayerStatus::Origin => paint.red("FAIL"),
         LayerStatus::Inherited => paint.red("FAIL (inherited)"),
-        LayerStatus::Accumulated => paint.red("FAIL (accumulated)"),
+        LayerStatus::Accumulated => paint.yellow("accumulated"),
         LayerStatus::Unconfirmed => paint.yellow("unconfirmed"),
     };
     let isolated = match (isolated, &l.isolated) {
@@ -353,7 +354,7 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
     for o in &outcome.outputs {
         writeln!(
             out,
-            "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}",
+            "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}  (passes at {})",
             truncate(&o.name, 20),
             format_shape(&o.cmp.shape),
             fmt_num(o.cmp.max_abs),
@@ -362,7 +363,8 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
                 paint.green("ok")
             } else {
                 paint.red("FAIL")
-            }
+            },
+            findings::required_tolerance(&o.cmp)
         )?;
     }
     Ok(())
@@ -370,6 +372,9 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
 
 /// One line each on what else the reader should know.
 fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    for line in findings::lines(outcome) {
+        writeln!(out, "{} {line}", paint.yellow("note:"))?;
+    }
     input_notes(outcome, out)?;
     run_notes(outcome, out)?;
     coverage_notes(outcome, paint, out)

@@ -41,6 +41,11 @@ pub struct Page {
     pub show_isolated: bool,
     /// What runs in training mode, under `--allow-training-mode`.
     pub training_mode: Vec<String>,
+    /// What the run found beyond pass and fail (`report::findings`): carried rounding,
+    /// tiny-valued layers, discrete flips.
+    pub findings: Vec<String>,
+    /// The pass sentence's account of layers and outputs (`findings::pass_summary`).
+    pub pass_summary: String,
     pub models: Vec<FileView>,
     pub inputs: Vec<InputView>,
     /// Input samples when more than one was checked.
@@ -529,6 +534,8 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         isolation: outcome.isolation.as_ref().map(isolation_view),
         show_isolated: isolation_ran(outcome),
         training_mode: outcome.training_mode.clone(),
+        findings: crate::report::findings::lines(outcome),
+        pass_summary: crate::report::findings::pass_summary(outcome),
         models: models(outcome),
         inputs: inputs(outcome),
         samples: if outcome.samples.len() > 1 {

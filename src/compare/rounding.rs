@@ -1,0 +1,113 @@
+//! How much float rounding alone can move a layer's isolated result: its rounding floor.
+//!
+//! An isolated segment is every ONNX node between the paired values it is fed and the layer
+//! it computes. When nothing inside a module pairs (a fused `nn.MultiheadAttention`, a
+//! softmax over large logits), that segment is a dozen ops, and float32 arithmetic in a
+//! different order can move its result by far more than one op's rounding: the segment
+//! amplifies it. A fixed tolerance then calls clean rounding an introduced error.
+//!
+//! The floor is measured, not guessed: the segment is run once more with every fed value moved
+//! by one unit in the last place (a deterministic pseudo-random sign per element, the size of
+//! the rounding a single op leaves), and the change of its result is the segment's response to
+//! rounding. A layer whose isolated error stays within `FLOOR_FACTOR` times that response
+//! introduces nothing rounding could not; a real fault (a scaled weight, a wrong epsilon, an
+//! approximated GELU) does not depend on how its inputs were rounded and stays far above it.
+
+use half::{bf16, f16};
+
+use crate::capture::tensor::{HostTensor, TensorData};
+
+/// How many times the response to one rounding of the inputs a segment's error may reach and
+/// still be rounding: the segment's own ops round too (each at most as sensitive as the
+/// inputs), and errors of independent ops add. Calibrated so that clean isolated segments of
+/// the sweep stay below it and every planted fault of the fixture zoo stays above it
+/// (README, "Tolerances").
+pub const FLOOR_FACTOR: f64 = 16.0;
+
+/// A deterministic sign per element: a cheap integer hash of the index.
+fn sign(i: usize) -> f64 {
+    let mut h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 31;
+    if h & 1 == 0 {
+        1.0
+    } else {
+        -1.0
+    }
+}
+
+/// `t` with every float element moved by about one unit in the last place of its type;
+/// integer and bool tensors (indices, masks) are returned unchanged.
+pub fn perturbed(t: &HostTensor) -> HostTensor {
+    // Relative size of one unit in the last place of each float type.
+    const F32_ULP: f64 = f32::EPSILON as f64;
+    const F16_ULP: f64 = 9.765_625e-4;
+    const BF16_ULP: f64 = 7.812_5e-3;
+    let data = match &t.data {
+        TensorData::F32(v) => TensorData::F32(
+            v.iter()
+                .enumerate()
+                .map(|(i, &x)| (x as f64 * (1.0 + sign(i) * F32_ULP)) as f32)
+                .collect(),
+        ),
+        TensorData::F64(v) => TensorData::F64(
+            v.iter()
+                .enumerate()
+                .map(|(i, &x)| x * (1.0 + sign(i) * f64::EPSILON))
+                .collect(),
+        ),
+        TensorData::F16(v) => TensorData::F16(
+            v.iter()
+                .enumerate()
+                .map(|(i, &x)| f16::from_f64(x.to_f64() * (1.0 + sign(i) * F16_ULP)))
+                .collect(),
+        ),
+        TensorData::Bf16(v) => TensorData::Bf16(
+            v.iter()
+                .enumerate()
+                .map(|(i, &x)| bf16::from_f64(x.to_f64() * (1.0 + sign(i) * BF16_ULP)))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    HostTensor::new(t.shape.clone(), data)
+}
+
+/// Whether an isolated error of `isolated_rel` (of range) is within what rounding can do to a
+/// segment whose result moves by `response_rel` (of range) when its inputs are rounded once.
+pub fn within_floor(isolated_rel: f64, response_rel: f64) -> bool {
+    isolated_rel.is_finite()
+        && response_rel.is_finite()
+        && isolated_rel <= FLOOR_FACTOR * response_rel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_move_by_one_ulp_and_integers_not_at_all() {
+        let t = HostTensor::f32(vec![4], vec![1.0, -2.0, 0.0, 3.0]);
+        let p = perturbed(&t);
+        let (TensorData::F32(a), TensorData::F32(b)) = (&t.data, &p.data) else {
+            panic!("float32 stays float32")
+        };
+        for (x, y) in a.iter().zip(b) {
+            let moved = ((y - x) / x.abs().max(f32::MIN_POSITIVE)).abs();
+            assert!(moved <= 2.0 * f32::EPSILON, "{x} -> {y}");
+        }
+        assert!(a.iter().zip(b).any(|(x, y)| x != y), "something moves");
+        assert_eq!(perturbed(&t).data, p.data, "deterministic");
+        let ints = HostTensor::new(vec![2], TensorData::I64(vec![3, 4]));
+        assert_eq!(perturbed(&ints).data, ints.data);
+    }
+
+    #[test]
+    fn the_floor_scales_the_response() {
+        assert!(within_floor(3.7e-3, 1e-3));
+        assert!(!within_floor(2e-2, 1e-3));
+        assert!(
+            !within_floor(1e-6, 0.0),
+            "a segment that does not respond has no floor"
+        );
+    }
+}

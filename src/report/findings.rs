@@ -1,0 +1,131 @@
+//! The sentences every human report says alike about what a run found beyond pass and fail:
+//! the error carried from upstream (information, not a failure), layers too small-valued for
+//! the absolute tolerance to judge, discrete decisions that flipped under rounding, and the
+//! smallest tolerance a pair would pass. The terminal, Markdown and HTML reports each show
+//! these lines in their own markup; the words are written once, here, from structured values.
+
+use crate::compare::discrete::DiscreteFlip;
+use crate::compare::small_values::SmallValues;
+use crate::compare::stats::ErrorStats;
+use crate::outcome::{AccumulatedError, GateName, Outcome};
+use crate::report::format::{fmt_num, module_label};
+
+/// "14 layers exceed their per-layer tolerance only by error carried from upstream (each
+/// passes in isolation: float32 rounding in a different order); largest 3.05e-4 of range at
+/// model.22.dfl (/model.22/dfl/Softmax)".
+pub fn accumulated_line(a: &AccumulatedError) -> String {
+    format!(
+        "{} layer(s) exceed their per-layer tolerance only by error carried from upstream \
+         (each passes in isolation); largest {} of range at {} ({}); not gated, the outputs' \
+         tolerance decides",
+        a.layers,
+        fmt_num(a.rel_to_range),
+        module_label(&a.module),
+        a.onnx_node
+    )
+}
+
+/// "blocks.3.attn (/blocks.3/attn/MatMul) differs by 1.0000e-1 of its range, but its values
+/// are below 2.00e-9 (atol 1e-5): not gated; --strict-small gates it". Under
+/// `--strict-small` such a layer fails instead and is not listed.
+pub fn small_value_line(s: &SmallValues) -> String {
+    format!(
+        "{} ({}) differs by {} of its range, but its values are below {} (atol {}): not \
+         gated; --strict-small gates it",
+        module_label(&s.module),
+        s.onnx_node,
+        fmt_num(s.rel_to_range),
+        fmt_num(s.max_value),
+        fmt_num(s.atol),
+    )
+}
+
+/// "the TopK at model.28 (/model.28/TopK) selects 3 of 300 items differently; its inputs
+/// differ by 1.70e-6 (2.1e-7 of range); fed PyTorch's values it agrees: near-ties decided
+/// the other way by rounding, not an export bug (the outputs pass)".
+pub fn flip_line(f: &DiscreteFlip, outcome: &Outcome) -> String {
+    let inputs = if f.input_max_abs.is_finite() {
+        format!(
+            "; its inputs differ by {} ({} of range)",
+            fmt_num(f.input_max_abs),
+            fmt_num(f.input_rel_to_range)
+        )
+    } else {
+        String::new()
+    };
+    let outputs = match outcome.gate(GateName::Outputs).map(|g| g.passed) {
+        Some(true) => "the outputs pass",
+        Some(false) => "the outputs fail their tolerance",
+        None => "the outputs decide",
+    };
+    format!(
+        "the {} at {} ({}) selects {} of {} items differently{inputs}; fed PyTorch's values it \
+         agrees: near-ties decided the other way by rounding, not an export bug ({outputs})",
+        f.onnx_op,
+        module_label(&f.module),
+        f.onnx_node,
+        f.differing,
+        f.total
+    )
+}
+
+/// "atol 2.10e-6 (rtol 0), or rtol 3.00e-5 at atol 1e-4": the smallest tolerance under which
+/// the pair passes, as the JSON's `required_atol` and `required_rtol` say it.
+pub fn required_tolerance(s: &ErrorStats) -> String {
+    format!(
+        "atol {} (rtol 0), or rtol {} at atol {}",
+        fmt_num(s.required_atol),
+        fmt_num(s.required_rtol),
+        fmt_num(s.tol.atol)
+    )
+}
+
+/// What a pass says of the layers and outputs: "159 layers and 1 output(s) within
+/// tolerance", or, when some layers carry rounding from upstream beyond their own tolerance,
+/// "no layer introduces error beyond its tolerance (9 of 159 layers carry rounding from
+/// upstream) and 1 output(s) within tolerance".
+pub fn pass_summary(outcome: &Outcome) -> String {
+    let carried = outcome.accumulated.as_ref().map_or(0, |a| a.layers);
+    let layers = if carried == 0 {
+        format!("{} layers", outcome.layers.len())
+    } else {
+        format!(
+            "no layer introduces error beyond its tolerance ({carried} of {} layers carry \
+             rounding from upstream)",
+            outcome.layers.len()
+        )
+    };
+    format!(
+        "{layers} and {} output(s) within tolerance",
+        outcome.outputs.len()
+    )
+}
+
+/// Every finding line of `outcome`, in the order the reports show them.
+pub fn lines(outcome: &Outcome) -> Vec<String> {
+    let mut lines: Vec<String> = outcome.accumulated.iter().map(accumulated_line).collect();
+    lines.extend(outcome.discrete_flips.iter().map(|f| flip_line(f, outcome)));
+    lines.extend(outcome.small_values.iter().map(small_value_line));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_small_value_line_says_how_much_and_how_small() {
+        let s = SmallValues {
+            layer_index: 3,
+            module: "model.10.attn.pe".into(),
+            onnx_node: "/model.10/attn/pe/Conv".into(),
+            rel_to_range: 0.1,
+            max_value: 2e-9,
+            atol: 1e-5,
+        };
+        let line = small_value_line(&s);
+        assert!(line.starts_with("model.10.attn.pe (/model.10/attn/pe/Conv) differs by 0.1000"));
+        assert!(line.contains("below 2.00e-9"), "{line}");
+        assert!(line.contains("--strict-small gates it"), "{line}");
+    }
+}
