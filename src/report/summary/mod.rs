@@ -3,22 +3,25 @@
 //! those rows (model names, verdict and failed gates, first divergence, worst layer,
 //! coverage, time, the report to open) and their totals; `markdown`, `junit` and `html` each
 //! write the one `Summary` in their format, the way the single-run reports each write one
-//! `Outcome`.
+//! `Outcome`, and `link` makes the relative links two of them need.
 //!
 //! Rows keep the order the reports were given in (a matrix's order), and every string in
 //! them is raw: each writer escapes for its own format.
 
 pub mod html;
 pub mod junit;
+mod link;
 pub mod markdown;
 pub mod reader;
+
+pub use link::link;
 
 use super::format::severity;
 use super::Destination;
 use anyhow::Result;
 use reader::{ModelReport, Verdict};
 use std::io::Write;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The three forms of the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,45 +221,6 @@ fn distinguishing_depth(reports: &[(PathBuf, ModelReport)]) -> usize {
         .unwrap_or(1)
 }
 
-/// `target` as a URL relative to the folder `base` (where the page that links to it is),
-/// with every character outside the unreserved set and `/` percent-encoded, so that it is
-/// safe in a Markdown link and an HTML attribute alike. Paths are resolved (symbolic links,
-/// `..`) where they exist; where one does not, it is taken as written.
-pub fn link(target: &Path, base: &Path) -> String {
-    let resolve = |p: &Path| {
-        std::fs::canonicalize(p)
-            .or_else(|_| std::path::absolute(p))
-            .unwrap_or_else(|_| p.to_path_buf())
-    };
-    let path = relative(&resolve(target), &resolve(base));
-    let text = path.to_string_lossy().replace('\\', "/");
-    let mut url = String::with_capacity(text.len());
-    for b in text.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                url.push(b as char)
-            }
-            _ => url.push_str(&format!("%{b:02X}")),
-        }
-    }
-    url
-}
-
-/// `target` relative to `base`, both absolute and resolved.
-fn relative(target: &Path, base: &Path) -> PathBuf {
-    let t: Vec<Component> = target.components().collect();
-    let b: Vec<Component> = base.components().collect();
-    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let mut out = PathBuf::new();
-    for _ in common..b.len() {
-        out.push("..");
-    }
-    for c in &t[common..] {
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,24 +350,5 @@ mod tests {
         ]);
         assert_eq!(s.rows[0].report(), dir.path().join("a.html"));
         assert_eq!(s.rows[1].report(), without);
-    }
-
-    #[test]
-    fn links_are_relative_to_the_linking_page_and_percent_encoded() {
-        let dir = tempfile::tempdir().unwrap();
-        let reports = dir.path().join("reports");
-        std::fs::create_dir_all(reports.join("odd (1)")).unwrap();
-        let target = reports.join("odd (1)").join("r<1>.html");
-        std::fs::write(&target, "").unwrap();
-        assert_eq!(
-            link(&target, dir.path()),
-            "reports/odd%20%281%29/r%3C1%3E.html"
-        );
-        let side = dir.path().join("out");
-        std::fs::create_dir(&side).unwrap();
-        assert_eq!(
-            link(&target, &side),
-            "../reports/odd%20%281%29/r%3C1%3E.html"
-        );
     }
 }
