@@ -13,6 +13,7 @@ fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Inspect(args)) => align_check::app::inspect::run(args),
+        Some(Command::Summary(args)) => align_check::app::summary::run(args),
         None => align_check::app::check::run(&CheckConfig::from_args(&cli.check)?),
     }
 }

@@ -335,3 +335,383 @@ fn same_models_inputs_and_seed_give_the_same_report_on_one_thread_and_many() {
         );
     }
 }
+
+/// Checks the pair in folder `models` (model.pt, model.onnx, inputs.npz), writing its JSON
+/// report to `json` and, when asked, its HTML report to `html`; returns the exit code.
+fn check_into(models: &Path, json: &Path, html: Option<&Path>) -> i32 {
+    let mut cmd = binary();
+    cmd.arg(models.join("model.pt"))
+        .arg(models.join("model.onnx"))
+        .arg("--inputs")
+        .arg(models.join("inputs.npz"))
+        .arg("--json")
+        .arg(json)
+        .arg("--quiet");
+    if let Some(html) = html {
+        cmd.arg("--html").arg(html);
+    }
+    let out = cmd.output().unwrap();
+    assert!(json.is_file(), "{}", stderr_of(&out));
+    out.status.code().unwrap_or(-1)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The cells of the Markdown table's model rows (the header and rule left out), split on
+/// the pipes that are not escaped.
+fn markdown_rows(md: &str) -> Vec<Vec<String>> {
+    md.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| model |"))
+        .map(|l| {
+            l.replace("\\|", "\u{0}")
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().replace('\u{0}', "\\|"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Every `href` of an XML-well-formed HTML page, unescaped.
+fn hrefs(html: &str) -> Vec<String> {
+    let mut reader = Reader::from_str(html);
+    reader.config_mut().check_end_names = true;
+    let mut found = Vec::new();
+    loop {
+        match reader.read_event().expect("the index is well-formed XML") {
+            Event::Start(e) | Event::Empty(e) => {
+                for a in e.attributes().map(|a| a.unwrap()) {
+                    if a.key.as_ref() == "href" {
+                        found.push(
+                            a.normalized_value(XmlVersion::Implicit1_0)
+                                .unwrap()
+                                .into_owned(),
+                        );
+                    }
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The layer with the largest error of a report (null, not finite, counts as the largest),
+/// worked out here from the JSON independently of the summary.
+fn worst_module(report: &Value) -> String {
+    let rank = |l: &Value| l["rel_to_range"].as_f64().unwrap_or(f64::INFINITY);
+    let layers = report["layers"].as_array().unwrap();
+    let mut worst = &layers[0];
+    for l in layers {
+        if rank(l) > rank(worst) {
+            worst = l;
+        }
+    }
+    match worst["module"].as_str().unwrap() {
+        "" => "(top level)".into(),
+        m => m.into(),
+    }
+}
+
+/// A CI matrix in small: three models checked apart, one of them with a planted fault, one
+/// in a folder whose name is markup, merged by `align-check summary` into a row each.
+#[test]
+fn summary_merges_the_reports_of_many_runs_into_a_row_per_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    std::fs::create_dir_all(reports.join("faults")).unwrap();
+    // The hostile-names fixture (markup in every ONNX name) in a folder named with markup.
+    let hostile = dir.path().join("<img src=x onerror=alert(1)>");
+    std::fs::create_dir(&hostile).unwrap();
+    for file in ["model.pt", "model.onnx", "inputs.npz"] {
+        std::fs::copy(
+            fixture("hostile_names_legacy").join(file),
+            hostile.join(file),
+        )
+        .unwrap();
+    }
+    let (conv_bn, hostile_json, fault) = (
+        reports.join("conv_bn.json"),
+        reports.join("hostile.json"),
+        reports.join("faults/fault_conv_weight.json"),
+    );
+    let conv_bn_html = reports.join("conv_bn.html");
+    assert_eq!(
+        check_into(&fixture("conv_bn_legacy"), &conv_bn, Some(&conv_bn_html)),
+        0
+    );
+    assert_eq!(check_into(&hostile, &hostile_json, None), 0);
+
+    // All clean: exit 0, the Markdown on stdout and nothing else there.
+    let out = binary().arg("summary").arg(&reports).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let md = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(md.starts_with("## align-check summary: ✅ PASS"), "{md}");
+    assert!(md.contains("2 models: 2 passed, 0 failed"), "{md}");
+    assert!(
+        stderr_of(&out).contains("read 2 reports"),
+        "{}",
+        stderr_of(&out)
+    );
+
+    // The planted fault, and a JSON file of another kind next to it (a repro bundle's).
+    assert_eq!(
+        check_into(
+            &fixture("fault_conv_weight"),
+            &fault,
+            Some(&fault.with_extension("html"))
+        ),
+        1
+    );
+    std::fs::write(reports.join("faults/repro.json"), r#"{"layer": "conv1"}"#).unwrap();
+
+    let out_dir = dir.path().join("summary");
+    std::fs::create_dir(&out_dir).unwrap();
+    let (md_path, junit, index) = (
+        out_dir.join("summary.md"),
+        out_dir.join("summary.xml"),
+        out_dir.join("index.html"),
+    );
+    let out = binary()
+        .arg("summary")
+        .arg(&reports)
+        .arg("--markdown")
+        .arg(&md_path)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--html")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(out.stdout.is_empty(), "every output went to a file");
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("read 3 reports")
+            && stderr.contains("skipped 1 JSON file")
+            && stderr.contains("repro.json"),
+        "{stderr}"
+    );
+
+    // Markdown: the totals, then a row per model in path order (conv_bn, faults/, hostile).
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(md.starts_with("## align-check summary: ❌ FAIL"), "{md}");
+    assert!(md.contains("3 models: 2 passed, 1 failed"), "{md}");
+    let rows = markdown_rows(&md);
+    assert_eq!(rows.len(), 3, "{md}");
+    assert!(rows.iter().all(|r| r.len() == 7), "{rows:?}");
+    assert_eq!(
+        rows[0][0],
+        "`conv_bn_legacy/model.pt` vs `conv_bn_legacy/model.onnx`"
+    );
+    assert_eq!(
+        rows[1][0],
+        "`fault_conv_weight/model.pt` vs `fault_conv_weight/model.onnx`"
+    );
+    assert_eq!(
+        rows[2][0],
+        "`<img src=x onerror=alert(1)>/model.pt` vs `<img src=x onerror=alert(1)>/model.onnx`",
+        "markup stays inside code spans"
+    );
+    assert_eq!(rows[0][1], "✅ pass");
+    assert_eq!(rows[2][1], "✅ pass");
+    assert_eq!(rows[0][2], "-", "no divergence on a clean model");
+
+    let fault_report = read_json(&fault);
+    let failed_gates: Vec<&str> = fault_report["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["passed"] == false)
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(failed_gates.contains(&"layers"), "{failed_gates:?}");
+    assert_eq!(
+        rows[1][1],
+        format!("❌ **fail** ({})", failed_gates.join(", "))
+    );
+    let fault_manifest = common::manifest()
+        .into_iter()
+        .find(|e| e["name"] == "fault_conv_weight")
+        .unwrap();
+    let expected = common::expected_fault_modules(&fault_manifest["fault"]);
+    let divergence = &fault_report["first_divergence"];
+    let module = divergence["module"].as_str().unwrap();
+    assert!(expected.contains(&module), "{module} not in {expected:?}");
+    assert_eq!(
+        rows[1][2],
+        format!(
+            "`{module}` [{}] {:.4}",
+            divergence["onnx_op"].as_str().unwrap(),
+            divergence["rel_to_range"].as_f64().unwrap()
+        )
+    );
+    for (row, report) in [(&rows[0], &read_json(&conv_bn)), (&rows[1], &fault_report)] {
+        assert!(
+            row[3].starts_with(&format!("`{}` [", worst_module(report))),
+            "{row:?}"
+        );
+        let coverage = report["coverage"]["torch_ratio"].as_f64().unwrap() * 100.0;
+        assert_eq!(row[4], format!("{coverage:.1}%"));
+        let seconds = report["timing"]["total_s"].as_f64().unwrap();
+        assert_eq!(row[5], format!("{seconds:.1} s"));
+    }
+    // Links from the Markdown's folder: the HTML report where one was written, else the JSON.
+    assert!(
+        rows[0][6].ends_with("(../reports/conv_bn.html)"),
+        "{:?}",
+        rows[0]
+    );
+    assert!(
+        rows[1][6].ends_with("(../reports/faults/fault_conv_weight.html)"),
+        "{:?}",
+        rows[1]
+    );
+    assert!(
+        rows[2][6].ends_with("(../reports/hostile.json)"),
+        "{:?}",
+        rows[2]
+    );
+    // The failed gates' sentences, under the table.
+    let sentence = fault_report["gate_failures"][0].as_str().unwrap();
+    let words: String = sentence
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        md.split("### Failed gates")
+            .nth(1)
+            .unwrap()
+            .contains(&words),
+        "{md}"
+    );
+
+    // JUnit: one case per model, named by its files, a failure on the faulty one only.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"tests="3" failures="1""#), "{xml}");
+    let cases = junit_cases(&xml);
+    let names: Vec<&str> = cases.iter().map(|(_, name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "conv_bn_legacy/model.pt vs conv_bn_legacy/model.onnx",
+            "fault_conv_weight/model.pt vs fault_conv_weight/model.onnx",
+            "<img src=x onerror=alert(1)>/model.pt vs <img src=x onerror=alert(1)>/model.onnx",
+        ]
+    );
+    let failures: Vec<Option<&str>> = cases.iter().map(|(_, _, f)| f.as_deref()).collect();
+    assert_eq!(
+        failures,
+        [
+            None,
+            Some(format!("failed gates: {}", failed_gates.join(", ")).as_str()),
+            None
+        ]
+    );
+
+    // HTML: well-formed, no markup from a name, and links that reach the reports.
+    let html = std::fs::read_to_string(&index).unwrap();
+    assert!(!html.contains("<img"), "a folder name became markup");
+    assert!(html.contains("3 models: 2 passed, 1 failed"));
+    let links = hrefs(&html);
+    assert_eq!(
+        links,
+        [
+            "../reports/conv_bn.html",
+            "../reports/faults/fault_conv_weight.html",
+            "../reports/hostile.json"
+        ]
+    );
+    for link in &links {
+        assert!(
+            out_dir.join(link).is_file(),
+            "{link} does not reach its report"
+        );
+    }
+}
+
+/// Exit 2, one line naming the file, for whatever is not a report this build can read; and
+/// nothing on stdout, so a CI step never publishes half a summary.
+#[test]
+fn summary_refuses_what_is_not_a_report_it_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    assert_eq!(check_into(&fixture("srcnn_legacy"), &good, None), 0);
+    let mut newer = read_json(&good);
+    newer["schema_version"] = Value::from(99);
+    let newer_path = dir.path().join("newer.json");
+    std::fs::write(&newer_path, newer.to_string()).unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, r#"{"layer": "fc"}"#).unwrap();
+    // A truncated report in a folder (an interrupted upload) is an error, never skipped.
+    let folder = dir.path().join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    let text = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(folder.join("cut.json"), &text[..text.len() / 2]).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+
+    // (what is given besides the good report, what the line says, the file it names)
+    let missing = dir.path().join("missing.json");
+    let cases: [(Option<&Path>, &Path, &str, &str); 5] = [
+        (
+            Some(&good),
+            &newer_path,
+            "newer align-check (schema_version 99",
+            "newer.json",
+        ),
+        (
+            Some(&good),
+            &other,
+            "not an align-check JSON report",
+            "other.json",
+        ),
+        (Some(&good), &folder, "it is not JSON", "cut.json"),
+        (
+            Some(&good),
+            &missing,
+            "no such file or folder",
+            "missing.json",
+        ),
+        (None, &empty, "no align-check JSON reports found", "empty"),
+    ];
+    for (with, arg, says, names) in cases {
+        let out = binary()
+            .arg("summary")
+            .args(with)
+            .arg(arg)
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", arg.display());
+        assert!(out.stdout.is_empty(), "{}", arg.display());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains(names),
+            "{}: {stderr}",
+            arg.display()
+        );
+    }
+    // An output that would overwrite a report being read.
+    let out = binary()
+        .arg("summary")
+        .arg(&good)
+        .arg("--html")
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains("refusing to overwrite"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(
+        read_json(&good)["schema_version"] == 1,
+        "the report is untouched"
+    );
+}

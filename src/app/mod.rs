@@ -1,5 +1,6 @@
 //! The commands, built from the stages: `check` (both models, every layer compared, one
-//! `Outcome`, its reports and exit code) and `inspect` (what one file is and what it offers),
+//! `Outcome`, its reports and exit code), `inspect` (what one file is and what it offers) and
+//! `summary` (many runs' JSON reports merged into one overview),
 //! the isolation run that says where a failing layer's error is made (`isolation`), the
 //! bundle that reproduces one layer without align-check (`repro`), and
 //! what they share: the two runtimes behind the one runner shape (`runners`), runtime
@@ -14,4 +15,5 @@ pub mod progress;
 pub mod repro;
 pub mod runners;
 pub mod runtimes;
+pub mod summary;
 pub mod training_mode;

@@ -32,6 +32,7 @@ Examples:
   align-check model.pt model.onnx --shape images=1x3x640x640 --json report.json
   align-check model.pt model.onnx --inputs sample.npz --tolerance 'head.*=1e-3'
   align-check inspect model.onnx
+  align-check summary reports/ --markdown summary.md --junit summary.xml --html index.html
 
 Exit codes:
   0  every gated check passed
@@ -63,7 +64,44 @@ pub enum Command {
     /// can capture from it: execution index, module path and class, op, dtype, shape and, for
     /// TorchScript, the source line. Run this first when pairing surprises you.
     Inspect(InspectArgs),
+
+    /// Merge the JSON reports of many runs (a CI matrix: one job per model) into one Markdown
+    /// job summary, one JUnit file and one HTML index, a row per model: verdict and failed
+    /// gates, first divergence, worst layer, coverage, time, and a link to its HTML report
+    /// (REPORT.html next to REPORT.json) or else its JSON. Exit 1 when any report failed
+    #[command(
+        long_about = SUMMARY_ABOUT,
+        after_help = SUMMARY_AFTER_HELP
+    )]
+    Summary(SummaryArgs),
 }
+
+const SUMMARY_ABOUT: &str = "\
+Merge the JSON reports of many runs into one overview, a row per model.
+
+A repository with many models runs align-check once per model (a CI matrix job each, with \
+--json and --html), then this once over all the reports: one Markdown job summary, one JUnit \
+file and one HTML index, a row per model (its two files, verdict and failed gates, first \
+divergence, worst layer, coverage, time, a link to its HTML report when REPORT.html lies \
+next to REPORT.json, else to the JSON). With no output flag the Markdown goes to stdout.
+
+Reports are read through the documented JSON contract: a file that is not an align-check \
+JSON report, or one written by a newer align-check (a higher schema_version), stops the \
+summary with one line naming it. In a folder, JSON files without a schema_version (a repro \
+bundle's repro.json, a Model Explorer overlay) are skipped and counted; anything else must be \
+a readable report.";
+
+const SUMMARY_AFTER_HELP: &str = "\
+Examples:
+  align-check summary reports/
+  align-check summary reports/ --markdown \"$GITHUB_STEP_SUMMARY\" \\
+      --junit summary.xml --html index.html
+  align-check summary resnet.json vit.json --markdown -
+
+Exit codes:
+  0  every report passed
+  1  at least one report failed
+  2  a report could not be read, is not an align-check report, or has a newer schema";
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -337,6 +375,28 @@ pub struct InspectArgs {
     /// --shape for each input; float32 is assumed)
     #[arg(long, value_name = "MODEL_ONNX")]
     pub onnx: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// JSON reports written by `align-check --json`, or folders: every *.json report below
+    /// them, in path order
+    #[arg(value_name = "REPORT.json|DIR", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Write the Markdown summary (a table for a job summary or pull-request comment) to
+    /// PATH ('-' for stdout). The default when no output is given: stdout
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+
+    /// Write JUnit XML, one test case per model, to PATH ('-' for stdout)
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
+    /// Write a self-contained HTML index, a row per model linking to its report, to PATH
+    /// ('-' for stdout). Links are relative to PATH's folder
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
 }
 
 fn parse_shape_arg(s: &str) -> Result<(String, Vec<usize>), String> {

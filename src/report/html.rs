@@ -40,7 +40,7 @@ fn environment() -> Result<Environment<'static>> {
 /// Auto-escaping as minijinja does it, less the escaping of `/`: that is not needed for
 /// safety in text or quoted attributes, and it would spell every ONNX node name
 /// (`/layer1/layer1.0/conv1/Conv`) at six bytes per slash on a page of thousands of them.
-fn formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), Error> {
+pub(super) fn formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), Error> {
     match (state.auto_escape(), value.as_str()) {
         (AutoEscape::Html, Some(text)) if !value.is_safe() => {
             let mut start = 0;

@@ -21,7 +21,7 @@ const MESSAGE_LAYERS: usize = 5;
 
 /// `s` escaped for XML text and attribute values, with the characters XML 1.0 forbids
 /// (controls other than tab and newline) replaced by U+FFFD.
-fn xml(s: &str) -> String {
+pub(super) fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

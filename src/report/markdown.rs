@@ -24,7 +24,7 @@ const WORST_ROWS: usize = 10;
 /// `s` as an inline code span that is safe in a table cell: the fence is longer than any run
 /// of backticks inside, `|` is escaped (GitHub splits cells before parsing code spans), line
 /// breaks become spaces.
-fn code(s: &str) -> String {
+pub(super) fn code(s: &str) -> String {
     if s.is_empty() {
         return String::new();
     }
@@ -45,7 +45,7 @@ fn code(s: &str) -> String {
 }
 
 /// Plain text outside code spans: markup characters as entities, pipes escaped.
-fn text(s: &str) -> String {
+pub(super) fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -4,13 +4,15 @@
 //! `[reports]` key in align-check.toml and its writer, so adding a format is adding its file
 //! and its name to the `formats!` line below; the command line, the configuration file and
 //! the pipeline take it from there. The terminal table is a `Report` too, written to stdout
-//! after the files. Shared formatting lives in `format`.
+//! after the files. Shared formatting lives in `format`. `summary` is the one writer that
+//! reads reports instead: many runs' JSON merged into one overview (`align-check summary`).
 //!
 //! Files are written to a temporary sibling and renamed into place, so an interrupted run
 //! never leaves half a report for CI to read.
 
 pub mod findings;
 pub mod format;
+pub mod summary;
 pub mod terminal;
 
 use crate::outcome::Outcome;
