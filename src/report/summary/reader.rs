@@ -181,12 +181,14 @@ mod tests {
 
     #[test]
     fn a_newer_schema_is_refused_with_both_versions() {
-        let err = parse(&report(r#""schema_version": 2,"#))
+        let newer = SCHEMA_VERSION + 1;
+        let err = parse(&report(&format!(r#""schema_version": {newer},"#)))
             .unwrap_err()
             .to_string();
         assert!(err.contains("newer align-check"), "{err}");
         assert!(
-            err.contains("schema_version 2") && err.contains("up to 1"),
+            err.contains(&format!("schema_version {newer}"))
+                && err.contains(&format!("up to {SCHEMA_VERSION}")),
             "{err}"
         );
     }
