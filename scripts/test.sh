@@ -25,4 +25,7 @@ fi
 if [ ! -f tests/fixtures/drift/drift_and_fault/model.onnx ]; then
     .venv/bin/python scripts/make_drift_fixtures.py
 fi
+if [ ! -f tests/fixtures/signature/manifest.json ]; then
+    .venv/bin/python scripts/make_signature_fixtures.py
+fi
 cargo test "$@"

@@ -370,6 +370,9 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
 
 /// One line each on what else the reader should know.
 fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    for line in outcome.signature.lines() {
+        writeln!(out, "{line}")?;
+    }
     input_notes(outcome, out)?;
     run_notes(outcome, out)?;
     coverage_notes(outcome, paint, out)

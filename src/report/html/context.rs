@@ -41,6 +41,8 @@ pub struct Page {
     pub show_isolated: bool,
     /// What runs in training mode, under `--allow-training-mode`.
     pub training_mode: Vec<String>,
+    /// How the two signatures met (mapping, one-sided inputs and outputs, state).
+    pub signature: Vec<String>,
     pub models: Vec<FileView>,
     pub inputs: Vec<InputView>,
     /// Input samples when more than one was checked.
@@ -529,6 +531,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         isolation: outcome.isolation.as_ref().map(isolation_view),
         show_isolated: isolation_ran(outcome),
         training_mode: outcome.training_mode.clone(),
+        signature: outcome.signature.lines(),
         models: models(outcome),
         inputs: inputs(outcome),
         samples: if outcome.samples.len() > 1 {
