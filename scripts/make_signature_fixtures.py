@@ -52,6 +52,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.join(REPO, "tests", "fixtures", "signature")
 
 
+def rename_inputs(src, dst, names):
+    """`src` saved as `dst` with its graph inputs renamed (old -> new in `names`)."""
+    model = onnx.load(src)
+    for vi in model.graph.input:
+        if vi.name in names:
+            vi.name = names[vi.name]
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            if name in names:
+                node.input[i] = names[name]
+    onnx.save(model, dst)
+
+
 def plant(model, name, rows=4, scale=1.05):
     """A copy of `model` whose parameter `name` has its first `rows` rows scaled."""
     faulty = copy.deepcopy(model)
@@ -117,8 +130,12 @@ def stream_state():
                        names, ["output", "state_out"])
     np.savez(os.path.join(folder, "inputs.npz"), input=x.numpy(), rate=rate.numpy())
     return {"name": "stream_state", "fault_module": "rec",
-            "torch_arguments": ["x", "rate"], "onnx_inputs": ["input", "state", "rate"],
-            "onnx_outputs": ["output", "state_out"], "state_writes": ["state"]}
+            "args": ["--inputs", "inputs.npz"],
+            "ambiguous": {"onnx": "renamed.onnx", "mention": ["x, rate", "--map", "self.state"],
+                          "resolve": ["--map", "rate=sample_rate", "--map", "self.state=h0"]},
+            "mapping": [["x", "input", "position"], ["self.state", "state", "name"],
+                        ["rate", "rate", "name"]],
+            "not_compared": [["onnx", "state_out"]], "state_writes": ["state"]}
 
 
 # context_window -----------------------------------------------------------------------------
@@ -180,8 +197,15 @@ def context_window():
                        ["input"], ["output"])
     np.savez(os.path.join(folder, "torch_inputs.npz"), x=x.numpy())
     np.savez(os.path.join(folder, "onnx_inputs.npz"), input=prepended.numpy())
+    # Without per-side inputs both models get the ONNX model's (1x4x8) array and their
+    # outputs differ in length: the error must name the flags that fix it.
+    np.savez(os.path.join(folder, "inputs.npz"), input=prepended.numpy())
     return {"name": "context_window", "fault_module": "conv3",
-            "torch_arguments": ["x"], "onnx_inputs": ["input"], "onnx_outputs": ["output"],
+            "args": ["--torch-inputs", "torch_inputs.npz", "--onnx-inputs", "onnx_inputs.npz"],
+            "ambiguous": {"onnx": "model.onnx", "args": ["--inputs", "inputs.npz"],
+                          "mention": ["1x2x8", "1x2x6", "--torch-inputs", "--onnx-inputs"],
+                          "resolve": None},
+            "mapping": [["x", "input", "position"]], "not_compared": [],
             "state_writes": ["context"]}
 
 
@@ -224,11 +248,19 @@ def dict_inputs():
     for onnx_name, model in [("model.onnx", twin), ("fault.onnx", plant(twin, "proj.weight"))]:
         ex.export_onnx(model, (ids, mask), os.path.join(folder, onnx_name), "legacy",
                        ["input_ids", "attention_mask"], ["logits"])
+    # The inputs under other names: the dict's keys match none, and position settles them.
+    rename_inputs(os.path.join(folder, "model.onnx"), os.path.join(folder, "renamed.onnx"),
+                  {"input_ids": "ids", "attention_mask": "mask"})
     np.savez(os.path.join(folder, "inputs.npz"), input_ids=ids.numpy(),
              attention_mask=mask.numpy())
+    np.savez(os.path.join(folder, "renamed_inputs.npz"), ids=ids.numpy(), mask=mask.numpy())
     return {"name": "dict_inputs", "fault_module": "proj",
-            "torch_arguments": ["inputs"], "onnx_inputs": ["input_ids", "attention_mask"],
-            "onnx_outputs": ["logits"], "state_writes": []}
+            "args": ["--inputs", "inputs.npz"],
+            "ambiguous": None,
+            "by_position": {"onnx": "renamed.onnx", "args": ["--inputs", "renamed_inputs.npz"]},
+            "mapping": [["inputs.input_ids", "input_ids", "name"],
+                        ["inputs.attention_mask", "attention_mask", "name"]],
+            "not_compared": [], "state_writes": []}
 
 
 # bert_optimum -------------------------------------------------------------------------------
@@ -272,12 +304,21 @@ def bert_optimum():
                           output_names=["last_hidden_state"],
                           dynamic_axes={n: {v: k for k, v in axes.items()}
                                         for n in names + ["last_hidden_state"]})
+    # Inputs named by another convention: no name matches, and two arguments among three
+    # inputs is more than position settles.
+    rename_inputs(os.path.join(folder, "model.onnx"), os.path.join(folder, "renamed.onnx"),
+                  {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"})
     np.savez(os.path.join(folder, "inputs.npz"), input_ids=ids.numpy(),
              attention_mask=mask.numpy())
     return {"name": "bert_optimum", "fault_module": "encoder.layer.1.intermediate.dense",
-            "torch_arguments": ["input_ids", "attention_mask"],
-            "onnx_inputs": names, "onnx_outputs": ["last_hidden_state"], "state_writes": [],
-            "torch_outputs": 2}
+            "args": ["--inputs", "inputs.npz"],
+            "ambiguous": {"onnx": "renamed.onnx",
+                          "mention": ["input_ids, attention_mask", "ids, mask, types", "--map"],
+                          "resolve": ["--map", "input_ids=ids", "--map", "attention_mask=mask"]},
+            "mapping": [["input_ids", "input_ids", "name"],
+                        ["attention_mask", "attention_mask", "name"],
+                        [None, "token_type_ids", "onnx_only"]],
+            "not_compared": [["torch", "1"]], "state_writes": []}
 
 
 def main():

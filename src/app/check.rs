@@ -187,7 +187,7 @@ pub fn capture_sample(
         &sample.pairs,
         (&mapping.torch_only, &sample.placeholders),
     )?;
-    let one_sided = boundary::align_outputs(&mut torch, &mut onnx);
+    let one_sided = boundary::align_outputs(&mut torch, &mut onnx)?;
     let arg_names: Vec<String> = torch_args::torch_signature(models.torch.inputs(), &[])
         .into_iter()
         .map(|a| a.name)

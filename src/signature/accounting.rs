@@ -7,8 +7,8 @@
 //! given prepended), recognised by its data, equal element for element to an ONNX input
 //! TorchScript was not given; and values no compared output is computed from (the module's
 //! next state, which feeds only its own attributes, or an output only TorchScript returns,
-//! such as BERT's pooler), recognised by the dataflow. Coverage counts a module call once,
-//! so a module's accounted values add one covered layer per module.
+//! such as BERT's pooler), recognised by the dataflow. Each accounted value counts as one
+//! covered layer (never more than the total).
 
 use crate::capture::{Capture, Side, ValueRole};
 use crate::pairing::Pairing;
@@ -24,7 +24,6 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
         .into_iter()
         .filter(|v| !paired_onnx.contains(&v.id))
         .collect();
-    let mut modules_counted: HashSet<String> = HashSet::new();
     for u in pairing.unpaired.iter_mut() {
         if u.side != Side::Torch || u.accounted {
             continue;
@@ -54,10 +53,8 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
         if let Some(reason) = reason {
             u.reason = reason;
             u.accounted = true;
-            if u.module.is_empty() || modules_counted.insert(u.module.clone()) {
-                let c = &mut pairing.coverage;
-                c.torch_layers_paired = (c.torch_layers_paired + 1).min(c.torch_layers_total);
-            }
+            let c = &mut pairing.coverage;
+            c.torch_layers_paired = (c.torch_layers_paired + 1).min(c.torch_layers_total);
         }
     }
 }

@@ -120,8 +120,10 @@ fn check_placeholders_unread(
 }
 
 /// Matches graph outputs by name, then by position among the rest; renumbers the matched
-/// ones in ONNX output order on both sides and removes the others, which are returned.
-pub fn align_outputs(torch: &mut Capture, onnx: &mut Capture) -> Vec<OneSidedOutput> {
+/// ones in ONNX output order on both sides and removes the others, which are returned. A
+/// matched pair of different sizes means the two models were not given the same thing (or
+/// do not compute it): an error that names both and the flags that fix the usual causes.
+pub fn align_outputs(torch: &mut Capture, onnx: &mut Capture) -> Result<Vec<OneSidedOutput>> {
     let names = |c: &Capture| -> Vec<(usize, String)> {
         c.outputs().iter().map(|v| (v.id, v.name.clone())).collect()
     };
@@ -138,6 +140,20 @@ pub fn align_outputs(torch: &mut Capture, onnx: &mut Capture) -> Vec<OneSidedOut
         *slot = t_free.pop();
     }
     let mut one_sided = Vec::new();
+    for (o, t) in t_for_o.iter().enumerate() {
+        let Some(t) = t else { continue };
+        let (tv, ov) = (&torch.values[t_out[*t].0], &onnx.values[o_out[o].0]);
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        if numel(&tv.shape) != numel(&ov.shape) {
+            bail!(
+                "output '{}' of TorchScript is {} but ONNX output '{}' it is matched with is {}; the models were given different inputs or do not compute the same thing (when they take their inputs in different conventions, give each its own with --torch-inputs and --onnx-inputs; when the arguments are mapped wrongly, use --map)",
+                tv.name,
+                crate::capture::tensor::format_shape(&tv.shape),
+                ov.name,
+                crate::capture::tensor::format_shape(&ov.shape)
+            );
+        }
+    }
     // Matched outputs are numbered 0.. in ONNX output order on both sides.
     let rank: Vec<Option<usize>> = t_for_o
         .iter()
@@ -180,7 +196,7 @@ pub fn align_outputs(torch: &mut Capture, onnx: &mut Capture) -> Vec<OneSidedOut
         .collect();
     renumber(torch, torch_ids, Side::Torch);
     renumber(onnx, onnx_ids, Side::Onnx);
-    one_sided
+    Ok(one_sided)
 }
 
 #[cfg(test)]
@@ -299,7 +315,7 @@ mod tests {
                 ),
             ],
         );
-        let one_sided = align_outputs(&mut torch, &mut onnx);
+        let one_sided = align_outputs(&mut torch, &mut onnx).unwrap();
         assert_eq!(one_sided.len(), 1);
         assert_eq!(
             (one_sided[0].side, one_sided[0].name.as_str()),
@@ -323,7 +339,7 @@ mod tests {
                 value(2, "logits", "output", ValueRole::Output(2), vec![]),
             ],
         );
-        let one_sided = align_outputs(&mut torch, &mut onnx);
+        let one_sided = align_outputs(&mut torch, &mut onnx).unwrap();
         assert_eq!(one_sided.len(), 1);
         assert_eq!(one_sided[0].name, "extra");
         let order: Vec<_> = torch.outputs().iter().map(|v| v.name.clone()).collect();

@@ -139,13 +139,13 @@ impl SignatureReport {
     }
 
     /// `x ← input, rate ← rate = 2, (ONNX only) state`: the mapping in one line,
-    /// empty when every input links by position with nothing one-sided (the common case,
-    /// where the line would say nothing).
+    /// empty when every input is a plain tensor argument linked by position with nothing
+    /// one-sided (one export of one network, where the line would say nothing).
     pub fn mapping_line(&self) -> String {
-        let plain = self
-            .mapping
-            .iter()
-            .all(|e| e.by == "position" && e.value.is_none());
+        let plain = self.mapping.iter().all(|e| {
+            let element = e.torch.as_ref().is_some_and(|t| t.contains('.'));
+            e.by == "position" && e.value.is_none() && !element
+        });
         if plain {
             return String::new();
         }
