@@ -13,8 +13,9 @@ toolchain exports differ:
 - context_window: a causal 1-d convolution stack. The TorchScript module prepends the last
   frames it saw (a context buffer) to its input itself; the ONNX model wants them prepended
   by the caller. torch_inputs.npz and onnx_inputs.npz hold each side's arrays.
-- dict_inputs: a Hugging Face style scripted module, `forward(inputs: Dict[str, Tensor])`,
-  against an ONNX model of `(input_ids, attention_mask)`.
+- dict_inputs: a Hugging Face style scripted module, `forward(inputs: Dict[str, Tensor],
+  scaled: bool = True, bias: Optional[Tensor] = None)`, against an ONNX model of
+  `(input_ids, attention_mask)`: the bool takes its default, the Optional None.
 - bert_optimum: a tiny BERT saved as a local checkpoint, then (a) traced as Hugging Face's
   TorchScript guide shows, the model itself returning `(last_hidden_state, pooler_output)`
   (the guide's `torchscript=True`; transformers 5 spells it `return_dict=False`), and (b) exported to ONNX in the shape optimum's
@@ -36,7 +37,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import onnx
@@ -229,8 +230,17 @@ class TextHead(nn.Module):
 
 
 class DictInputs(TextHead):
-    def forward(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.pooled(inputs["input_ids"], inputs["attention_mask"])
+    """Keyword-style inputs, plus the optional arguments Hugging Face models carry that the
+    ONNX export leaves out (a flag with a default, an Optional tensor)."""
+
+    def forward(self, inputs: Dict[str, torch.Tensor], scaled: bool = True,
+                bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        out = self.pooled(inputs["input_ids"], inputs["attention_mask"])
+        if not scaled:
+            out = out * 0.5
+        if bias is not None:
+            out = out + bias
+        return out
 
 
 class PlainInputs(TextHead):
@@ -259,7 +269,8 @@ def dict_inputs():
             "ambiguous": None,
             "by_position": {"onnx": "renamed.onnx", "args": ["--inputs", "renamed_inputs.npz"]},
             "mapping": [["inputs.input_ids", "input_ids", "name"],
-                        ["inputs.attention_mask", "attention_mask", "name"]],
+                        ["inputs.attention_mask", "attention_mask", "name"],
+                        ["scaled", None, "torch_only"], ["bias", None, "torch_only"]],
             "not_compared": [], "state_writes": []}
 
 

@@ -182,10 +182,20 @@ fn dict_elements_fall_back_to_position_when_no_key_matches() {
         run(&e, case["onnx"].as_str().unwrap(), &strings(&case["args"]));
     assert_eq!(code, 0, "{stderr} {}", summary(&report));
     let expected: Vec<Value> = serde_json::from_str(
-        r#"[["inputs.input_ids", "ids", "position"], ["inputs.attention_mask", "mask", "position"]]"#,
+        r#"[["inputs.input_ids", "ids", "position"], ["inputs.attention_mask", "mask", "position"],
+            ["scaled", null, "torch_only"], ["bias", null, "torch_only"]]"#,
     )
     .unwrap();
     assert_eq!(mapping(&report), expected);
+    // The arguments ONNX does not take get their default and None.
+    let values: Vec<&Value> = report["signature"]["mapping"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["by"] == "torch_only")
+        .map(|m| &m["value"])
+        .collect();
+    assert_eq!(values, [&Value::from("its default"), &Value::from("None")]);
     assert!(
         stdout.contains("inputs.input_ids ← ids, inputs.attention_mask ← mask"),
         "{stdout}"
@@ -316,4 +326,38 @@ fn the_config_file_maps_arguments_too() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+}
+
+#[test]
+fn inspect_shows_both_signatures_with_the_mapping_a_check_would_use() {
+    let e = entry("stream_state");
+    let output = binary()
+        .current_dir(folder(&e))
+        .args([
+            "inspect",
+            "model.pt",
+            "--onnx",
+            "model.onnx",
+            "--inputs",
+            "inputs.npz",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for row in [
+        "x: Tensor",
+        "input: float32 1x2x6  by position",
+        "self.state (module state) ←  state: float32 1x8",
+        "rate: int",
+        "rate: int64 scalar    by name",
+        "ONNX outputs: output, state_out",
+    ] {
+        assert!(text.contains(row), "'{row}' not in\n{text}");
+    }
+    // The mapped arguments run: the capture lists the values of the TorchScript module.
+    assert!(
+        text.contains("values captured from the TorchScript model"),
+        "{text}"
+    );
 }

@@ -263,8 +263,8 @@ pub struct InputArgs {
     pub shapes: Vec<(String, Vec<usize>)>,
 
     /// Feed ONNX input ONNX_INPUT to TorchScript argument TORCH_ARG (an element of a dict or
-    /// tuple argument as ARG.KEY), when the two signatures differ. Arguments are otherwise
-    /// matched by name, then by position. Repeatable
+    /// tuple argument as ARG.KEY, module state as self.NAME), when the two signatures differ.
+    /// Arguments are otherwise matched by name, then by position. Repeatable
     #[arg(long = "map", value_name = "TORCH_ARG=ONNX_INPUT", value_parser = split_assignment, help_heading = "Inputs")]
     pub maps: Vec<(String, String)>,
 

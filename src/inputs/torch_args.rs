@@ -52,9 +52,11 @@ pub fn torch_signature(infos: &[InputInfo], elements: &[(String, String)]) -> Ve
                     keys.push(key.clone());
                 }
             }
+            let ty = ArgType::parse(&info.type_name);
             TorchArg {
                 name: argument_name(&info.name).to_string(),
-                ty: ArgType::parse(&info.type_name),
+                optional: info.default.is_some() || ty.is_optional(),
+                ty,
                 keys,
             }
         })

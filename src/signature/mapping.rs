@@ -4,9 +4,10 @@
 //! The TorchScript side offers *slots*: each plain argument (`x`, `rate`), and each element a
 //! container argument is read at in the graph (`inputs.input_ids`, `pair.0`). Slots are
 //! matched to ONNX inputs by `--map SLOT=INPUT` first, then by name (the argument's name or
-//! the element's key), then by position among what is left. Position is only trusted where
-//! order settles it: as many slots as inputs left, or one slot left among several inputs
-//! (it takes the first, the order in which exports list data before state). Several slots
+//! the element's key), then by position among what is left (arguments with a default or of
+//! Optional type step aside when more slots than inputs are left). Position is only trusted
+//! where order settles it: as many slots as inputs left, or one slot left among several
+//! inputs (it takes the first, the order in which exports list data before state). Several slots
 //! among a different number of inputs, or a position that puts a number on a tensor input,
 //! is refused with both lists and the `--map` that settles it. Whatever is left over is
 //! one-sided: an ONNX input no argument takes (state the TorchScript module keeps inside
@@ -24,6 +25,8 @@ pub struct TorchArg {
     pub ty: ArgType,
     /// For a container argument, the keys the graph reads it at, in reading order.
     pub keys: Vec<String>,
+    /// Whether the argument can go without data (a default, or `Optional`).
+    pub optional: bool,
 }
 
 /// One ONNX input as the mapping sees it.
@@ -78,6 +81,7 @@ struct Slot {
     key: String,
     scalar: bool,
     state: bool,
+    optional: bool,
 }
 
 /// The prefix of state slots: `self.state` is the module's attribute `state`.
@@ -93,6 +97,7 @@ fn slots(args: &[TorchArg], state: &[String]) -> Vec<Slot> {
                     key: k.clone(),
                     scalar: false,
                     state: false,
+                    optional: false,
                 });
             }
         } else {
@@ -101,6 +106,7 @@ fn slots(args: &[TorchArg], state: &[String]) -> Vec<Slot> {
                 key: a.name.clone(),
                 scalar: a.ty.scalar().is_some(),
                 state: false,
+                optional: a.optional,
             });
         }
     }
@@ -109,6 +115,7 @@ fn slots(args: &[TorchArg], state: &[String]) -> Vec<Slot> {
         key: attr.clone(),
         scalar: false,
         state: true,
+        optional: true,
     }));
     out
 }
@@ -167,10 +174,15 @@ pub fn plan(
             placed[s] = true;
         }
     }
-    let left_slots: Vec<usize> = (0..slots.len())
+    let mut left_slots: Vec<usize> = (0..slots.len())
         .filter(|&s| !placed[s] && !slots[s].state)
         .collect();
     let left_inputs: Vec<usize> = (0..inputs.len()).filter(|&i| taken[i].is_none()).collect();
+    if left_slots.len() > left_inputs.len() {
+        // Arguments that can go without data (a default, an Optional) are the ones an export
+        // leaves out: position places the others.
+        left_slots.retain(|&s| !slots[s].optional);
+    }
     let by_position = !left_slots.is_empty() && !left_inputs.is_empty();
     if by_position && left_slots.len() > 1 && left_slots.len() != left_inputs.len() {
         let names = |v: &[&str]| v.join(", ");
@@ -242,6 +254,7 @@ mod tests {
             name: name.into(),
             ty: ArgType::parse(ty),
             keys: Vec::new(),
+            optional: ty.starts_with("Optional"),
         }
     }
 
@@ -302,6 +315,17 @@ mod tests {
                 ("rate".into(), "sample_rate".into(), LinkedBy::Map)
             ]
         );
+    }
+
+    #[test]
+    fn arguments_that_need_no_data_step_aside_for_position() {
+        let args = [arg("x", "Tensor"), arg("bias", "Optional[Tensor]")];
+        let m = plan(&args, &[], &[input("input", false)], &[]).unwrap();
+        assert_eq!(
+            links(&m),
+            vec![("x".into(), "input".into(), LinkedBy::Position)]
+        );
+        assert_eq!(m.torch_only, vec!["bias".to_string()]);
     }
 
     #[test]
