@@ -28,4 +28,7 @@ fi
 if [ ! -f tests/fixtures/deep/manifest.json ]; then
     .venv/bin/python scripts/make_deep_fixtures.py >/dev/null
 fi
+if [ ! -f tests/fixtures/signature/manifest.json ]; then
+    .venv/bin/python scripts/make_signature_fixtures.py
+fi
 cargo test "$@"

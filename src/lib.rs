@@ -16,4 +16,5 @@ pub mod onnx;
 pub mod outcome;
 pub mod pairing;
 pub mod report;
+pub mod signature;
 pub mod torch;

@@ -31,6 +31,8 @@ use crate::pairing::Pairing;
 use crate::report::json::Json;
 use crate::report::terminal::{TableOptions, Terminal};
 use crate::report::{self, Destination, Output};
+use crate::signature::mapping::Mapping;
+use crate::signature::{accounting, boundary, SignatureReport};
 use crate::torch::TorchModel;
 use anyhow::Result;
 use std::io::IsTerminal;
@@ -136,6 +138,8 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
 pub struct Captured {
     pub label: String,
     pub inputs: Vec<ResolvedInput>,
+    /// What the reports say about the two signatures, as this sample met them.
+    pub signature: SignatureReport,
     pub torch: Capture,
     pub onnx: Capture,
     /// Bytes this sample's tensors took in the spill file (0 without a budget).
@@ -144,7 +148,7 @@ pub struct Captured {
 
 pub fn capture_sample(
     models: &mut Models,
-    sample: Sample,
+    (sample, mapping): (Sample, &Mapping),
     progress: &Progress,
     timing: &mut Timing,
 ) -> Result<Captured> {
@@ -162,7 +166,7 @@ pub fn capture_sample(
             sample.label,
             runner.side().runtime()
         ));
-        captures.push(runner.capture(&sample.inputs, keep, group_bytes)?);
+        captures.push(runner.capture(&sample, keep, group_bytes)?);
         let seconds = started.elapsed().as_secs_f64();
         match runner.side() {
             Side::Torch => timing.torch_run_s += seconds,
@@ -173,12 +177,32 @@ pub fn capture_sample(
         }
     }
     let (onnx, torch) = (captures.pop(), captures.pop());
-    let (Some(torch), Some(onnx)) = (torch, onnx) else {
+    let (Some(mut torch), Some(mut onnx)) = (torch, onnx) else {
         unreachable!("one capture per runner")
     };
+    // The graph inputs and outputs that correspond, one to one, as pairing expects them.
+    boundary::align_inputs(
+        &mut torch,
+        &mut onnx,
+        &sample.pairs,
+        (&mapping.torch_only, &sample.placeholders),
+    )?;
+    let one_sided = boundary::align_outputs(&mut torch, &mut onnx)?;
+    let arg_names: Vec<String> = torch_args::torch_signature(models.torch.inputs(), &[])
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
+    let signature = SignatureReport::new(
+        mapping,
+        &arg_names,
+        &sample,
+        one_sided,
+        models.torch.state_writes().to_vec(),
+    );
     Ok(Captured {
         label: sample.label,
         inputs: sample.inputs,
+        signature,
         torch,
         onnx,
         // Under a budget both sides share one file.
@@ -196,6 +220,7 @@ pub struct Accumulator {
     aggregate: Option<SampleAggregate>,
     worst: Option<((usize, f64), Capture, Capture)>,
     first_inputs: Vec<ResolvedInput>,
+    signature: SignatureReport,
     labels: Vec<String>,
     spilled_bytes: u64,
 }
@@ -207,6 +232,7 @@ impl Accumulator {
         let Captured {
             label,
             inputs,
+            signature,
             torch,
             onnx,
             spilled_bytes,
@@ -214,9 +240,12 @@ impl Accumulator {
         self.spilled_bytes += spilled_bytes;
         if self.pairing.is_none() {
             let t = Instant::now();
-            self.pairing = Some(pair(&torch, &onnx)?);
+            let mut pairing = pair(&torch, &onnx)?;
+            accounting::account_one_sided(&mut pairing, &torch, &onnx);
+            self.pairing = Some(pairing);
             self.timing.pairing_s += t.elapsed().as_secs_f64();
             self.first_inputs = inputs;
+            self.signature = signature;
         }
         let pairing = self.pairing.as_ref().expect("paired above");
         let t = Instant::now();
@@ -305,6 +334,7 @@ impl Accumulator {
             files,
         )?;
         outcome.repro = repro;
+        outcome.signature = self.signature;
         Ok(outcome)
     }
 }
@@ -323,9 +353,14 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let mut acc = Accumulator::default();
     progress.stage("loading models");
     let mut models = load_models(cfg, &mut acc.timing)?;
-    let samples = torch_args::resolve_samples(models.torch.inputs(), &models.specs, &cfg.inputs)?;
+    let (mapping, samples) = torch_args::resolve_samples(
+        models.torch.inputs(),
+        &models.torch.element_reads(),
+        &models.specs,
+        &cfg.inputs,
+    )?;
     for sample in samples {
-        let captured = capture_sample(&mut models, sample, progress, &mut acc.timing)?;
+        let captured = capture_sample(&mut models, (sample, &mapping), progress, &mut acc.timing)?;
         acc.add(cfg, captured, models.memory.compare_in_parallel())?;
     }
     progress.stage("comparing layers");
@@ -377,6 +412,7 @@ fn assemble(
         repro: None,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
         training_mode: Vec::new(),
+        signature: SignatureReport::default(),
         torch_model,
         onnx_model,
         inputs,

@@ -2,16 +2,17 @@
 //! can capture from it, so a user whose pairing surprises them can see what each side offers.
 //!
 //! An ONNX model is run on inputs from its own signature. A TorchScript model has no
-//! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx`, `--shape` or
+//! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx` (which also
+//! shows both signatures side by side with the mapping a check would use), `--shape` or
 //! input files; without any of them the static structure is listed with unknown shapes.
 
-use crate::app::model_identity;
+use crate::app::{model_identity, signatures};
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::tensor::{format_shape, DType};
 use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::config::{input_request, runtime_config};
 use crate::cli::InspectArgs;
-use crate::inputs::{npy, resolve, InputRequest};
+use crate::inputs::{npy, resolve, torch_args, InputRequest};
 use crate::onnx;
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::report::module_label;
@@ -42,7 +43,28 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
             let specs = match &args.onnx {
                 Some(onnx_path) => {
                     let m = onnx::model::load(onnx_path)?;
-                    Some(onnx::signature::inputs(&m)?)
+                    let specs = onnx::signature::inputs(&m)?;
+                    // A pair: both signatures, the mapping, and a run on mapped arguments.
+                    let (mapping, samples) = torch_args::resolve_samples(
+                        model.inputs(),
+                        &model.element_reads(),
+                        &specs,
+                        &request,
+                    )?;
+                    print!(
+                        "{}",
+                        signatures::side_by_side(
+                            model.inputs(),
+                            &specs,
+                            &onnx::signature::output_names(&m),
+                            &mapping
+                        )
+                    );
+                    let sample = samples.into_iter().next().expect("one sample at least");
+                    let args = torch_args::in_module_dtype(&sample.torch, model.parameter_dtype());
+                    let cap = model.capture_args(&args, &crate::capture::store::Keep::Memory)?;
+                    print!("{}", render(&cap, true));
+                    return Ok(ExitCode::SUCCESS);
                 }
                 None => torch_specs(&model, &request)?,
             };

@@ -5,7 +5,7 @@
 //! bundle that reproduces one layer without align-check (`repro`), and
 //! what they share: the two runtimes behind the one runner shape (`runners`), runtime
 //! setup (`runtimes`), progress on stderr (`progress`), and what is said about the files
-//! before any comparison (`training_mode`, `model_identity`).
+//! before any comparison (`training_mode`, `model_identity`, and for a pair, `signatures`).
 
 pub mod check;
 pub mod inspect;
@@ -16,4 +16,5 @@ pub mod repro;
 pub mod runners;
 pub mod runtimes;
 pub mod summary;
+pub mod signatures;
 pub mod training_mode;

@@ -1,13 +1,14 @@
 //! The two runtimes behind `capture::Runner`, each with the glue that is its own: TorchScript
-//! gets its `forward` arguments in argument order and in its parameters' dtype, fails with a
-//! message that names a placeholder argument if one was used, and drops arguments ONNX does
-//! not take from its capture; ONNX Runtime gets the inputs its graph declares, in groups
-//! under a memory budget.
+//! gets its `forward` arguments (tensors, numbers, containers) in argument order and its
+//! tensors in its parameters' dtype, and fails with a message that names a placeholder
+//! argument if one was used; ONNX Runtime gets the inputs its graph declares, in groups
+//! under a memory budget. Which graph inputs then pair is `signature::boundary`'s business.
 
 use crate::capture::runner::Runner;
 use crate::capture::store::Keep;
 use crate::capture::{Capture, Side};
-use crate::inputs::{torch_args, ResolvedInput};
+use crate::inputs::samples::Sample;
+use crate::inputs::torch_args;
 use crate::onnx::capture::OnnxRunner;
 use crate::torch::TorchModel;
 use anyhow::Result;
@@ -19,14 +20,13 @@ impl Runner for TorchModel {
 
     fn capture(
         &mut self,
-        inputs: &[ResolvedInput],
+        sample: &Sample,
         keep: &Keep,
         _group_bytes: Option<u64>,
     ) -> Result<Capture> {
-        let tensors = torch_args::forward_inputs(self.inputs(), inputs, self.parameter_dtype())?;
-        let capture = TorchModel::capture(self, &tensors, keep)
-            .map_err(|e| torch_args::explain_run_error(e, inputs))?;
-        torch_args::drop_torch_only(capture, self.inputs(), inputs)
+        let args = torch_args::in_module_dtype(&sample.torch, self.parameter_dtype());
+        TorchModel::capture_args(self, &args, keep)
+            .map_err(|e| torch_args::explain_run_error(e, &sample.placeholders))
     }
 }
 
@@ -37,11 +37,16 @@ impl Runner for OnnxRunner {
 
     fn capture(
         &mut self,
-        inputs: &[ResolvedInput],
+        sample: &Sample,
         keep: &Keep,
         group_bytes: Option<u64>,
     ) -> Result<Capture> {
-        OnnxRunner::capture(self, &torch_args::onnx_inputs(inputs), keep, group_bytes)
+        OnnxRunner::capture(
+            self,
+            &torch_args::onnx_inputs(&sample.inputs),
+            keep,
+            group_bytes,
+        )
     }
 
     fn runs_last_capture(&self) -> usize {

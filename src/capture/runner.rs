@@ -6,19 +6,20 @@
 
 use super::store::Keep;
 use super::{Capture, Side};
-use crate::inputs::ResolvedInput;
+use crate::inputs::samples::Sample;
 use anyhow::Result;
 
 pub trait Runner {
     /// Which side of the comparison this runtime is (TorchScript is the reference).
     fn side(&self) -> Side;
 
-    /// Runs one sample's inputs and returns every captured value, each kept as `keep` says.
+    /// Runs one sample (each runtime takes its own side of it) and returns every captured
+    /// value, each kept as `keep` says.
     /// `group_bytes` bounds how much one run may fetch at once, for a runtime that can split
     /// its capture into several runs under a memory budget (`None`: everything in one run).
     fn capture(
         &mut self,
-        inputs: &[ResolvedInput],
+        sample: &Sample,
         keep: &Keep,
         group_bytes: Option<u64>,
     ) -> Result<Capture>;

@@ -110,12 +110,45 @@ pub fn input_request(args: &InputArgs, file: Option<&InputsSection>) -> Result<I
             shapes.push((name.clone(), dims));
         }
     }
+    let mut maps = args.maps.clone();
+    for (torch, onnx) in &file.map {
+        if !maps.iter().any(|(t, _)| t == torch) {
+            maps.push((torch.clone(), onnx.clone()));
+        }
+    }
+    let mut values = args.args.clone();
+    for (name, value) in &file.args {
+        if !values.iter().any(|(n, _)| n == name) {
+            // A TOML string is the text itself; numbers and booleans as TOML writes them.
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            values.push((name.clone(), text));
+        }
+    }
+    let onnx_archive = args
+        .onnx_inputs
+        .clone()
+        .or_else(|| file.onnx_archive.clone());
+    let archive = args.inputs_archive.clone().or_else(|| file.archive.clone());
+    if onnx_archive.is_some() && archive.is_some() {
+        anyhow::bail!("--inputs and --onnx-inputs both name the ONNX model's inputs: give one (--onnx-inputs goes with --torch-inputs)");
+    }
     Ok(InputRequest {
         seed: args.seed.or(file.seed).unwrap_or(0),
         files,
-        archive: args.inputs_archive.clone().or_else(|| file.archive.clone()),
+        archive: archive.or(onnx_archive),
         samples: args.samples.or(file.samples).unwrap_or(1),
         shapes,
+        maps,
+        args: values,
+        torch_archive: args
+            .torch_inputs
+            .clone()
+            .or_else(|| file.torch_archive.clone()),
+        zero_filled: Vec::new(),
+        aliases: Vec::new(),
     })
 }
 

@@ -46,6 +46,15 @@ pub struct InputsSection {
     /// Input name to shape string (`1x3x224x224`).
     #[serde(default)]
     pub shapes: BTreeMap<String, String>,
+    /// `--map`: TorchScript argument to the ONNX input it takes.
+    #[serde(default)]
+    pub map: BTreeMap<String, String>,
+    /// `--arg`: non-tensor TorchScript argument to its value.
+    #[serde(default)]
+    pub args: BTreeMap<String, toml::Value>,
+    /// `--torch-inputs` and `--onnx-inputs`.
+    pub torch_archive: Option<PathBuf>,
+    pub onnx_archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +202,8 @@ impl FileConfig {
         fix_opt(&mut self.torch_model);
         fix_opt(&mut self.onnx_model);
         fix_opt(&mut self.inputs.archive);
+        fix_opt(&mut self.inputs.torch_archive);
+        fix_opt(&mut self.inputs.onnx_archive);
         fix_opt(&mut self.diagnosis.repro);
         self.inputs.files.values_mut().for_each(fix);
         fix_opt(&mut self.gate.baseline);

@@ -319,6 +319,36 @@ pub struct InputArgs {
     /// Repeatable
     #[arg(long = "shape", value_name = "NAME=SHAPE", value_parser = parse_shape_arg, help_heading = "Inputs")]
     pub shapes: Vec<(String, Vec<usize>)>,
+
+    /// Feed ONNX input ONNX_INPUT to TorchScript argument TORCH_ARG (an element of a dict or
+    /// tuple argument as ARG.KEY, module state as self.NAME), when the two signatures differ.
+    /// Arguments are otherwise matched by name, then by position. Repeatable
+    #[arg(long = "map", value_name = "TORCH_ARG=ONNX_INPUT", value_parser = split_assignment, help_heading = "Inputs")]
+    pub maps: Vec<(String, String)>,
+
+    /// Value of a non-tensor TorchScript argument (int, float, bool, str); also given to the
+    /// ONNX input it maps to. Repeatable
+    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = split_assignment, help_heading = "Inputs")]
+    pub args: Vec<(String, String)>,
+
+    /// TorchScript's own inputs, arrays named by forward argument, when the two models take
+    /// their inputs in different conventions (one prepends a context window itself). The
+    /// reports say that the inputs differed; such inputs are not compared
+    #[arg(
+        long = "torch-inputs",
+        value_name = "FILE.npz",
+        help_heading = "Inputs"
+    )]
+    pub torch_inputs: Option<PathBuf>,
+
+    /// The ONNX model's inputs, as --inputs but for the ONNX side only (with --torch-inputs)
+    #[arg(
+        long = "onnx-inputs",
+        value_name = "FILE.npz",
+        conflicts_with = "inputs_archive",
+        help_heading = "Inputs"
+    )]
+    pub onnx_inputs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,19 @@ pub struct InputRequest {
     pub samples: usize,
     /// `--shape NAME=1x3x224x224`
     pub shapes: Vec<(String, Vec<usize>)>,
+    /// `--map TORCH_ARG=ONNX_INPUT`: which ONNX input a TorchScript argument receives.
+    pub maps: Vec<(String, String)>,
+    /// `--arg NAME=VALUE`: a non-tensor TorchScript argument (`int`, `float`, `bool`, `str`).
+    pub args: Vec<(String, String)>,
+    /// `--torch-inputs FILE.npz`: TorchScript's own arrays, by argument name, where the two
+    /// models take their inputs in different conventions.
+    pub torch_archive: Option<PathBuf>,
+    /// ONNX inputs no TorchScript argument takes (set from the signature mapping, not by the
+    /// user): zeros unless the user gives data for them.
+    pub zero_filled: Vec<String>,
+    /// (ONNX input, TorchScript slot) for each input the signature mapping links to an
+    /// argument of another name: an archive array may use either name.
+    pub aliases: Vec<(String, String)>,
 }
 
 /// One resolved input and where it came from, as reports show it.
@@ -49,6 +62,14 @@ pub struct ResolvedInput {
     /// `torch_args`): why, and what TorchScript was given instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torch_only: Option<String>,
+    /// Set for an ONNX input that no TorchScript argument takes (state the TorchScript module
+    /// keeps inside itself): what it was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub onnx_only: Option<String>,
+    /// Set when TorchScript was given other data than this ONNX input (`--torch-inputs`):
+    /// what it got instead. The two inputs are then not compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_differs: Option<String>,
     /// NaN and infinite elements in the input itself: non-finite values in the layers after
     /// it then come from the data, not from either runtime.
     #[serde(skip_serializing_if = "is_zero")]
@@ -211,21 +232,35 @@ pub fn resolve_except(
         }
     }
 
-    let mut resolved = Vec::with_capacity(specs.len());
-    for (position, spec) in specs.iter().enumerate() {
+    // Zero-filled inputs come last: their dynamic dimensions are taken from the inputs that
+    // share their names (`batch_size`, `sequence_length`).
+    let zero = |i: &usize| request.zero_filled.contains(&specs[*i].name);
+    let order: Vec<usize> = (0..specs.len())
+        .filter(|i| !zero(i))
+        .chain((0..specs.len()).filter(zero))
+        .collect();
+    let mut resolved: Vec<Option<ResolvedInput>> = vec![None; specs.len()];
+    for position in order {
+        let spec = &specs[position];
         let (tensor, source, converted) =
             if let Some((_, path)) = request.files.iter().find(|(n, _)| n == &spec.name) {
                 let origin = path.display().to_string();
                 let (t, converted) = conform(spec, npy::read_npy(path)?, &origin)?;
                 (t, format!("file:{origin}"), converted)
-            } else if let Some(t) = archive.remove(&spec.name) {
+            } else if let Some((t, key)) = take_array(&mut archive, request, &spec.name) {
                 let origin = format!(
-                    "{}[{}]",
+                    "{}[{key}]",
                     request.archive.as_ref().expect("archive present").display(),
-                    spec.name
                 );
                 let (t, converted) = conform(spec, t, &origin)?;
                 (t, format!("npz:{origin}"), converted)
+            } else if request.zero_filled.contains(&spec.name) {
+                // State the TorchScript module keeps itself: random data would differ from the
+                // module's loaded state for certain, zeros (the usual initial state) only
+                // perhaps; the note says what was assumed, and data given for it wins.
+                let shape = zero_shape(spec, request, specs, &resolved)?;
+                let t = random::filled(spec.dtype, &shape, 0.0);
+                (t, "zeros".to_string(), None)
             } else if let Some(path) = &request.archive {
                 // An archive that lacks an input is a mistake, not a request for random data.
                 bail!(
@@ -239,18 +274,81 @@ pub fn resolve_except(
                 let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
                 (t, format!("random:seed={}", request.seed), None)
             };
-        resolved.push(ResolvedInput {
+        let onnx_only = request
+            .zero_filled
+            .contains(&spec.name)
+            .then(|| onnx_only_note(&source));
+        resolved[position] = Some(ResolvedInput {
             name: spec.name.clone(),
             shape: tensor.shape.clone(),
             dtype: tensor.dtype().name().to_string(),
             source,
             converted_from: converted.map(|d| d.name().to_string()),
             torch_only: None,
+            onnx_only,
+            torch_differs: None,
             nonfinite: count_nonfinite(&tensor),
             tensor,
         });
     }
-    Ok(resolved)
+    Ok(resolved.into_iter().flatten().collect())
+}
+
+/// The shape of a zero-filled input: as `random_shape`, with each named dynamic dimension
+/// taken from an input already resolved that has a dimension of the same name.
+fn zero_shape(
+    spec: &InputSpec,
+    request: &InputRequest,
+    specs: &[InputSpec],
+    resolved: &[Option<ResolvedInput>],
+) -> Result<Vec<usize>> {
+    let given = request.shapes.iter().any(|(n, _)| n == &spec.name);
+    let from_others = |name: &str| {
+        specs.iter().zip(resolved).find_map(|(other, r)| {
+            let r = r.as_ref()?;
+            let k = other
+                .dims
+                .iter()
+                .position(|d| *d == Dim::Symbolic(name.to_string()))?;
+            r.shape.get(k).copied()
+        })
+    };
+    let shared: Option<Vec<usize>> = spec
+        .dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Symbolic(s) if !s.is_empty() => from_others(s),
+            Dim::Symbolic(_) => None,
+        })
+        .collect();
+    match shared {
+        Some(shape) if !given => Ok(shape),
+        _ => random_shape(spec, request),
+    }
+}
+
+/// The archive's array for ONNX input `name`, under its own name or the name of the
+/// TorchScript argument it is linked to; with the name it was found under.
+fn take_array(
+    archive: &mut BTreeMap<String, HostTensor>,
+    request: &InputRequest,
+    name: &str,
+) -> Option<(HostTensor, String)> {
+    if let Some(t) = archive.remove(name) {
+        return Some((t, name.to_string()));
+    }
+    let (_, slot) = request.aliases.iter().find(|(o, _)| o == name)?;
+    archive.get(slot).cloned().map(|t| (t, slot.clone()))
+}
+
+/// What an ONNX-only input's report line says about it.
+fn onnx_only_note(source: &str) -> String {
+    if source == "zeros" {
+        "no TorchScript argument takes it (the TorchScript module supplies it itself: state, a default); zero-filled: give it with --input or --inputs if what the module supplies is not zero".to_string()
+    } else {
+        "no TorchScript argument takes it (the TorchScript module supplies it itself: state, a default); ONNX Runtime was given the data named for it".to_string()
+    }
 }
 
 /// The shape of a generated input: `--shape` when given (checked against fixed dims),

@@ -61,6 +61,25 @@ pub fn random_tensor(dtype: DType, shape: &[usize], seed: u64, position: usize) 
     HostTensor::new(shape.to_vec(), data)
 }
 
+/// A tensor with every element `value` (zeros for state no TorchScript argument carries, a
+/// `--arg` number for the ONNX input it maps to), converted to `dtype`.
+pub fn filled(dtype: DType, shape: &[usize], value: f64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let data = match dtype {
+        DType::Bool => TensorData::Bool(vec![value != 0.0; n]),
+        DType::I8 => TensorData::I8(vec![value as i8; n]),
+        DType::I16 => TensorData::I16(vec![value as i16; n]),
+        DType::I32 => TensorData::I32(vec![value as i32; n]),
+        DType::I64 => TensorData::I64(vec![value as i64; n]),
+        DType::U8 => TensorData::U8(vec![value as u8; n]),
+        DType::F16 => TensorData::F16(vec![f16::from_f64(value); n]),
+        DType::Bf16 => TensorData::Bf16(vec![bf16::from_f64(value); n]),
+        DType::F32 => TensorData::F32(vec![value as f32; n]),
+        DType::F64 => TensorData::F64(vec![value; n]),
+    };
+    HostTensor::new(shape.to_vec(), data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

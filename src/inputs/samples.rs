@@ -5,30 +5,50 @@
 
 use super::{resolve_except, InputRequest, ResolvedInput};
 use crate::onnx::signature::InputSpec;
+use crate::signature::types::ArgValue;
 use anyhow::{anyhow, bail, Result};
 
 /// One set of inputs and how to name it in reports.
 pub struct Sample {
     pub label: String,
+    /// Every ONNX input, then the TorchScript-only tensor arguments: what reports list.
     pub inputs: Vec<ResolvedInput>,
+    /// TorchScript's forward arguments, in order (filled by `torch_args`).
+    pub torch: Vec<ArgValue>,
+    /// (TorchScript slot, ONNX input) for each input both models were given identically:
+    /// the graph inputs that pair.
+    pub pairs: Vec<(String, String)>,
+    /// TorchScript-only arguments given a placeholder, which TorchScript must not read.
+    pub placeholders: Vec<String>,
+}
+
+impl Sample {
+    fn new(label: String, inputs: Vec<ResolvedInput>) -> Sample {
+        Sample {
+            label,
+            inputs,
+            torch: Vec::new(),
+            pairs: Vec::new(),
+            placeholders: Vec::new(),
+        }
+    }
 }
 
 pub fn resolve_samples(specs: &[InputSpec], request: &InputRequest) -> Result<Vec<Sample>> {
-    resolve_samples_with(specs, request, &[], |_| Ok(Vec::new()))
+    resolve_samples_with(specs, request, &[], |_, sample| Ok(sample))
 }
 
-/// `resolve_samples`, plus the inputs `extra` makes from each sample's own request (its seed
-/// and archive) for the names in `others`, which the ONNX model does not take.
+/// `resolve_samples`, where the input data may also name the arguments in `others` (which
+/// the ONNX model does not take), and `finish` completes each sample from its own request
+/// (its seed and archive): TorchScript's arguments.
 pub fn resolve_samples_with(
     specs: &[InputSpec],
     request: &InputRequest,
     others: &[&str],
-    extra: impl Fn(&InputRequest) -> Result<Vec<ResolvedInput>>,
+    finish: impl Fn(&InputRequest, Sample) -> Result<Sample>,
 ) -> Result<Vec<Sample>> {
-    let resolve_one = |one: &InputRequest| -> Result<Vec<ResolvedInput>> {
-        let mut inputs = resolve_except(specs, one, others)?;
-        inputs.extend(extra(one)?);
-        Ok(inputs)
+    let resolve_one = |label: String, one: &InputRequest| -> Result<Sample> {
+        finish(one, Sample::new(label, resolve_except(specs, one, others)?))
     };
     if let Some(dir) = request.archive.as_ref().filter(|p| p.is_dir()) {
         let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -47,10 +67,7 @@ pub fn resolve_samples_with(
                     archive: Some(file.clone()),
                     ..request.clone()
                 };
-                Ok(Sample {
-                    label: file.display().to_string(),
-                    inputs: resolve_one(&one)?,
-                })
+                resolve_one(file.display().to_string(), &one)
             })
             .collect();
     }
@@ -61,10 +78,7 @@ pub fn resolve_samples_with(
                 seed: request.seed + k,
                 ..request.clone()
             };
-            Ok(Sample {
-                label: format!("seed {}", one.seed),
-                inputs: resolve_one(&one)?,
-            })
+            resolve_one(format!("seed {}", one.seed), &one)
         })
         .collect()
 }

@@ -487,6 +487,9 @@ pub struct Outcome {
     /// What runs in training mode in either model, one line per side; only ever non-empty
     /// under `--allow-training-mode` (otherwise such a pair is refused before running).
     pub training_mode: Vec<String>,
+    /// How the two signatures met: the input mapping, outputs one side lacks, inputs fed
+    /// to one side only or differently, a module that writes its own state.
+    pub signature: crate::signature::SignatureReport,
     pub torch_model: FileInfo,
     pub onnx_model: FileInfo,
     /// The first sample's inputs.

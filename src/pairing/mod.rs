@@ -143,18 +143,17 @@ pub fn pair(torch: &Capture, onnx: &Capture) -> Result<Pairing> {
     Ok(p)
 }
 
-/// Graph inputs and outputs pair by position; a count, shape or dtype mismatch means the
-/// files do not describe the same function and the run cannot go on.
+/// Graph inputs and outputs pair by position; a count, shape or dtype mismatch of the
+/// outputs means the files do not describe the same function and the run cannot go on.
+/// Inputs pair by their number: `signature::boundary` numbers the inputs both models were
+/// given alike and an input only one of them was given (state, a differently prepared
+/// array) apart, so that it has no counterpart.
 fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()> {
     let (ti, oi) = (torch.inputs(), onnx.inputs());
-    if ti.len() != oi.len() {
-        bail!(
-            "the models take different inputs: TorchScript forward has {} tensor input(s), ONNX has {}",
-            ti.len(),
-            oi.len()
-        );
-    }
-    for (t, o) in ti.iter().zip(&oi) {
+    for t in &ti {
+        let Some(o) = oi.iter().find(|o| o.role == t.role) else {
+            continue;
+        };
         p.inputs.push(Pair {
             torch: t.id,
             onnx: o.id,

@@ -293,6 +293,13 @@ fn write_suite(outcome: &Outcome, out: &mut dyn Write) -> Result<()> {
             xml(value)
         )?;
     }
+    for line in outcome.signature.lines() {
+        writeln!(
+            out,
+            r#"      <property name="signature" value="{}"/>"#,
+            xml(&line)
+        )?;
+    }
     writeln!(out, "    </properties>")?;
     for case in &cases {
         let open = format!(

@@ -213,6 +213,9 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
             text(line)
         )?;
     }
+    for line in outcome.signature.lines() {
+        writeln!(out, "\n> {}", text(&line))?;
+    }
     Ok(())
 }
 

@@ -372,6 +372,9 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
 
 /// One line each on what else the reader should know.
 fn notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
+    for line in outcome.signature.lines() {
+        writeln!(out, "{line}")?;
+    }
     for line in findings::lines(outcome) {
         writeln!(out, "{} {line}", paint.yellow("note:"))?;
     }

@@ -4,7 +4,8 @@
 //! passed in the wrong slot) so that the common mistakes get a precise message; whatever
 //! libtorch itself rejects comes back from the shim as an error, never an abort.
 
-use super::convert::{from_host, to_host};
+use super::args::EncodedArgs;
+use super::convert::to_host;
 use super::ffi::ModulePlan;
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
 use super::{archive, errors, hazards};
@@ -14,6 +15,7 @@ use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::{
     display_location, Capture, CapturedValue, ScopeLevel, Side, Uncapturable, ValueRole,
 };
+use crate::signature::types::ArgValue;
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -122,8 +124,24 @@ impl TorchModel {
         &self.meta.inputs
     }
 
-    fn to_torch_inputs(&self, inputs: &[HostTensor]) -> Result<Vec<tch::Tensor>> {
-        if inputs.len() != self.meta.inputs.len() {
+    /// The tensors each container argument's elements are read from in the graph, as
+    /// (graph argument name, key): where its tensors enter the graph.
+    pub fn element_reads(&self) -> Vec<(String, String)> {
+        self.meta
+            .values
+            .iter()
+            .filter(|v| !v.element_of.is_empty())
+            .map(|v| (v.element_of.clone(), v.element_key.clone()))
+            .collect()
+    }
+
+    /// Module attributes `forward` assigns or writes in place (its internal state).
+    pub fn state_writes(&self) -> &[String] {
+        &self.meta.state_writes
+    }
+
+    fn encode(&self, args: &[ArgValue]) -> Result<EncodedArgs> {
+        if args.len() != self.meta.inputs.len() {
             bail!(
                 "{}: forward takes {} input(s) ({}), but {} were given",
                 self.path.display(),
@@ -134,10 +152,10 @@ impl TorchModel {
                     .map(|i| i.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
-                inputs.len()
+                args.len()
             );
         }
-        inputs.iter().map(from_host).collect()
+        EncodedArgs::new(args)
     }
 
     /// The captured values as the graph describes them, without running it.
@@ -155,20 +173,22 @@ impl TorchModel {
     }
 
     /// A failed run in one line: libtorch's innermost reason, where in the model's code, and
-    /// the input shapes it was given (a trace that fixed its example's sizes fails on others).
-    fn run_error(&self, inputs: &[HostTensor], error: &anyhow::Error) -> anyhow::Error {
+    /// the inputs it was given (a trace that fixed its example's sizes fails on others).
+    fn run_error(&self, args: &[ArgValue], error: &anyhow::Error) -> anyhow::Error {
         let shapes: Vec<String> = self
             .meta
             .inputs
             .iter()
-            .zip(inputs)
-            .map(|(meta, t)| {
+            .zip(args)
+            .map(|(meta, a)| {
                 // TorchScript's debug names carry a uniquing suffix: `x.1` is the user's `x`.
-                let name = match meta.name.rsplit_once('.') {
-                    Some((base, n)) if n.chars().all(|c| c.is_ascii_digit()) => base,
-                    _ => &meta.name,
-                };
-                format!("{name}={}", crate::capture::tensor::format_shape(&t.shape))
+                let name = crate::inputs::torch_args::argument_name(&meta.name);
+                match a {
+                    ArgValue::Tensor(t) => {
+                        format!("{name}={}", crate::capture::tensor::format_shape(&t.shape))
+                    }
+                    other => format!("{name}={}", other.describe()),
+                }
             })
             .collect();
         anyhow!(
@@ -179,21 +199,31 @@ impl TorchModel {
         )
     }
 
-    /// Runs the module's own `forward`, uninstrumented, and returns its flattened outputs.
+    /// Runs the module's own `forward`, uninstrumented, on tensor arguments.
     pub fn forward(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>> {
-        let tensors = self.to_torch_inputs(inputs)?;
+        self.forward_args(&tensor_args(inputs))
+    }
+
+    /// Runs the module's own `forward`, uninstrumented, and returns its flattened outputs.
+    pub fn forward_args(&self, args: &[ArgValue]) -> Result<Vec<HostTensor>> {
+        let encoded = self.encode(args)?;
         let run = self
             .plan
-            .forward(&tensors)
-            .map_err(|e| self.run_error(inputs, &e))?;
+            .forward(&encoded)
+            .map_err(|e| self.run_error(args, &e))?;
         run.outputs.iter().map(to_host).collect()
+    }
+
+    /// `capture_args` on tensor arguments.
+    pub fn capture(&self, inputs: &[HostTensor], keep: &Keep) -> Result<Capture> {
+        self.capture_args(&tensor_args(inputs), keep)
     }
 
     /// Runs the instrumented graph and returns every captured value, each kept as `keep`
     /// says the moment it is computed. Values are listed in the order they were computed: a
     /// loop body's values once per iteration (`name@iter2`), an if branch's only when taken.
-    pub fn capture(&self, inputs: &[HostTensor], keep: &Keep) -> Result<Capture> {
-        let tensors = self.to_torch_inputs(inputs)?;
+    pub fn capture_args(&self, args: &[ArgValue], keep: &Keep) -> Result<Capture> {
+        let tensors = self.encode(args)?;
         let metas = &self.meta.values;
         let mut observed = Observed::new(metas.len());
         let mut receive = |id: usize, tensor: tch::Tensor| -> Result<()> {
@@ -209,20 +239,31 @@ impl TorchModel {
         let run = self
             .plan
             .capture(&tensors, &mut receive)
-            .map_err(|e| self.run_error(inputs, &e))?;
+            .map_err(|e| self.run_error(args, &e))?;
         let mut values = Vec::with_capacity(observed.values.len() + run.outputs.len());
         for (id, o) in observed.values.into_iter().enumerate() {
             let meta = &metas[o.meta];
             if meta.block.is_empty() && o.iteration > 0 {
                 bail!("the TorchScript run produced value {} twice", meta.name);
             }
-            // The metadata lists the tensor arguments first, in argument order.
+            // The metadata lists the tensor arguments first, in argument order; a tensor read
+            // out of a container argument enters the graph there too, and is named by its
+            // slot (`inputs.input_ids`) for the signature mapping.
+            let element = !meta.element_of.is_empty();
             let role = if meta.op == "input" {
                 ValueRole::Input(o.meta)
+            } else if element {
+                ValueRole::Input(metas.len() + o.meta)
             } else {
                 ValueRole::Intermediate
             };
-            let name = if meta.block == "loop" {
+            let name = if element {
+                let arg = crate::inputs::torch_args::argument_name(&meta.element_of);
+                match meta.element_key.as_str() {
+                    "" => arg.to_string(),
+                    key => format!("{arg}.{key}"),
+                }
+            } else if meta.block == "loop" {
                 format!("{}@iter{}", meta.name, o.iteration)
             } else {
                 meta.name.clone()
@@ -265,7 +306,12 @@ impl TorchModel {
             };
             values.push(CapturedValue {
                 id: values.len(),
-                name: format!("output{n}"),
+                // The leaf's path in the returned value, which outputs are matched by.
+                name: run
+                    .names
+                    .get(n)
+                    .cloned()
+                    .unwrap_or_else(|| format!("output{n}")),
                 op: "output".to_string(),
                 node: String::new(),
                 scope: Vec::new(),
@@ -306,6 +352,10 @@ impl TorchModel {
             uncapturable,
         })
     }
+}
+
+fn tensor_args(inputs: &[HostTensor]) -> Vec<ArgValue> {
+    inputs.iter().cloned().map(ArgValue::Tensor).collect()
 }
 
 /// One firing of an observe node.

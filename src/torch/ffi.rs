@@ -5,6 +5,7 @@
 //! allocated by C++ are taken over or freed here, and every call that can fail comes back as
 //! an `anyhow::Error` carrying the shim's message.
 
+use super::args::EncodedArgs;
 use anyhow::{anyhow, Result};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
@@ -16,21 +17,35 @@ extern "C" {
     fn ac_meta(plan: *mut c_void) -> *const c_char;
     fn ac_capture(
         plan: *mut c_void,
-        inputs: *mut *mut c_void,
-        n_inputs: usize,
+        args: *const AcArgs,
         sink: SinkFn,
         ctx: *mut c_void,
         n_outputs: *mut usize,
+        names: *mut *mut c_char,
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
     fn ac_forward(
         plan: *mut c_void,
-        inputs: *mut *mut c_void,
-        n_inputs: usize,
+        args: *const AcArgs,
         n_outputs: *mut usize,
+        names: *mut *mut c_char,
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
     fn ac_free_array(arr: *mut *mut c_void);
+}
+
+/// The shim's view of encoded forward arguments (`AcArgs` in shim.cpp): pointers into an
+/// `EncodedArgs`, which outlives the call.
+#[repr(C)]
+struct AcArgs {
+    codes: *const i64,
+    n_codes: usize,
+    floats: *const f64,
+    n_floats: usize,
+    strings: *const *const c_char,
+    n_strings: usize,
+    tensors: *const *mut c_void,
+    n_tensors: usize,
 }
 
 /// Called by the shim's observe nodes with a heap at::Tensor the callee takes over.
@@ -62,15 +77,18 @@ extern "C" fn sink_trampoline(ctx: *mut c_void, id: usize, tensor: *mut c_void) 
 
 /// Takes ownership of a C++ error string.
 fn take_error(err: *mut c_char) -> String {
-    if err.is_null() {
-        return "unknown error in the TorchScript shim".to_string();
+    take_string(err).unwrap_or_else(|| "unknown error in the TorchScript shim".to_string())
+}
+
+/// Takes ownership of a string the shim allocated; `None` for a null pointer.
+fn take_string(s: *mut c_char) -> Option<String> {
+    if s.is_null() {
+        return None;
     }
-    // SAFETY: the shim allocates `err` with malloc as a NUL-terminated string.
-    let message = unsafe { CStr::from_ptr(err) }
-        .to_string_lossy()
-        .into_owned();
-    unsafe { ac_free_string(err) };
-    message
+    // SAFETY: the shim allocates strings with malloc, NUL-terminated.
+    let text = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+    unsafe { ac_free_string(s) };
+    Some(text)
 }
 
 /// A TorchScript module loaded with its instrumented `forward` prepared.
@@ -81,9 +99,11 @@ pub struct ModulePlan {
 // The plan is only used from one thread at a time; libtorch modules are safe to move.
 unsafe impl Send for ModulePlan {}
 
-/// What one run returned: the flattened graph outputs.
+/// What one run returned: the flattened graph outputs, each with its path in the returned
+/// value (`0`, `last_hidden_state`, `output` for a lone tensor).
 pub struct RunTensors {
     pub outputs: Vec<tch::Tensor>,
+    pub names: Vec<String>,
 }
 
 impl ModulePlan {
@@ -112,7 +132,7 @@ impl ModulePlan {
     /// capture with that error.
     pub fn capture(
         &self,
-        inputs: &[tch::Tensor],
+        inputs: &EncodedArgs,
         receive: &mut dyn FnMut(usize, tch::Tensor) -> Result<()>,
     ) -> Result<RunTensors> {
         let mut state = SinkState {
@@ -120,9 +140,9 @@ impl ModulePlan {
             error: None,
         };
         let ctx = &mut state as *mut SinkState<'_> as *mut c_void;
-        let outputs = self.call(inputs, |plan, ptrs, n, n_outputs, err| {
+        let outputs = self.call(inputs, |plan, args, n_outputs, names, err| {
             // SAFETY: `ctx` points at `state`, alive until this call returns.
-            unsafe { ac_capture(plan, ptrs, n, sink_trampoline, ctx, n_outputs, err) }
+            unsafe { ac_capture(plan, args, sink_trampoline, ctx, n_outputs, names, err) }
         });
         match state.error {
             Some(e) => Err(e),
@@ -130,35 +150,45 @@ impl ModulePlan {
         }
     }
 
-    pub fn forward(&self, inputs: &[tch::Tensor]) -> Result<RunTensors> {
+    pub fn forward(&self, inputs: &EncodedArgs) -> Result<RunTensors> {
         // SAFETY: arguments are forwarded unchanged from `call`.
-        self.call(inputs, |plan, ptrs, n, n_outputs, err| unsafe {
-            ac_forward(plan, ptrs, n, n_outputs, err)
+        self.call(inputs, |plan, args, n_outputs, names, err| unsafe {
+            ac_forward(plan, args, n_outputs, names, err)
         })
     }
 
     fn call(
         &self,
-        inputs: &[tch::Tensor],
+        inputs: &EncodedArgs,
         entry: impl FnOnce(
             *mut c_void,
-            *mut *mut c_void,
-            usize,
+            *const AcArgs,
             *mut usize,
+            *mut *mut c_char,
             *mut *mut c_char,
         ) -> *mut *mut c_void,
     ) -> Result<RunTensors> {
-        let mut ptrs: Vec<*mut c_void> = inputs.iter().map(|t| t.as_ptr() as *mut c_void).collect();
+        let strings: Vec<*const c_char> = inputs.strings.iter().map(|s| s.as_ptr()).collect();
+        let tensors: Vec<*mut c_void> = inputs
+            .tensors
+            .iter()
+            .map(|t| t.as_ptr() as *mut c_void)
+            .collect();
+        // Pointers into `inputs` and the two vectors above, all alive until `entry` returns.
+        let args = AcArgs {
+            codes: inputs.codes.as_ptr(),
+            n_codes: inputs.codes.len(),
+            floats: inputs.floats.as_ptr(),
+            n_floats: inputs.floats.len(),
+            strings: strings.as_ptr(),
+            n_strings: strings.len(),
+            tensors: tensors.as_ptr(),
+            n_tensors: tensors.len(),
+        };
         let mut n_outputs = 0usize;
+        let mut names: *mut c_char = std::ptr::null_mut();
         let mut err: *mut c_char = std::ptr::null_mut();
-        // The input pointers are live at::Tensor objects owned by `inputs`.
-        let arr = entry(
-            self.ptr,
-            ptrs.as_mut_ptr(),
-            ptrs.len(),
-            &mut n_outputs,
-            &mut err,
-        );
+        let arr = entry(self.ptr, &args, &mut n_outputs, &mut names, &mut err);
         if arr.is_null() {
             return Err(anyhow!(take_error(err)));
         }
@@ -176,7 +206,15 @@ impl ModulePlan {
         }
         unsafe { ac_free_array(arr) };
         debug_assert_eq!(all.len(), n_outputs);
-        Ok(RunTensors { outputs: all })
+        // The shim joins the paths with newlines; no outputs is an empty string.
+        let names = match take_string(names) {
+            Some(joined) if !all.is_empty() => joined.split('\n').map(str::to_string).collect(),
+            _ => Vec::new(),
+        };
+        Ok(RunTensors {
+            outputs: all,
+            names,
+        })
     }
 }
 

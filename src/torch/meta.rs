@@ -48,6 +48,10 @@ pub struct GraphMeta {
     /// Ops whose constant arguments put tensors on a CUDA device.
     #[serde(default)]
     pub cuda_ops: Vec<GraphSite>,
+    /// Module attributes `forward` assigns or buffers it writes in place: a module that keeps
+    /// state between calls (each run starts from the loaded state).
+    #[serde(default)]
+    pub state_writes: Vec<String>,
 }
 
 /// One node of the graph that something is said about, with where it is.
@@ -64,8 +68,13 @@ pub struct GraphSite {
 #[derive(Debug, Deserialize)]
 pub struct InputMeta {
     pub name: String,
+    /// The type as forward's schema writes it: `Tensor`, `int`, `Optional[Tensor]`,
+    /// `Dict[str, Tensor]`.
     #[serde(rename = "type")]
     pub type_name: String,
+    /// The schema's default value, as libtorch prints it, when the argument has one.
+    #[serde(default)]
+    pub default: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,6 +96,13 @@ pub struct ValueMeta {
     #[serde(default)]
     pub block: String,
     pub inputs: Vec<usize>,
+    /// For a tensor read straight out of a container or Optional argument: that argument's
+    /// graph name (`inputs.1`) and the key it was read at (`input_ids`, `0`; `""` for an
+    /// Optional); both `""` otherwise.
+    #[serde(default)]
+    pub element_of: String,
+    #[serde(default)]
+    pub element_key: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,6 +1,7 @@
 //! The TorchScript side: load a module through the C++ shim and capture every intermediate.
 
 mod archive;
+mod args;
 mod capture;
 pub mod convert;
 mod errors;
@@ -9,4 +10,5 @@ mod hazards;
 pub mod meta;
 
 pub use archive::format_version;
+pub use args::EncodedArgs;
 pub use capture::{InputInfo, StaticValue, TorchModel};

@@ -21,11 +21,13 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -233,10 +235,38 @@ bool is_structural(const Node* node) {
          k == c10::prim::CallFunction;
 }
 
+// Every attribute slot of every module that is neither a submodule nor a parameter (buffers,
+// numbers, lists: what forward may change), deep-copied, so that each run starts from the
+// loaded state.
+struct StateSnapshot {
+  std::vector<std::tuple<c10::intrusive_ptr<c10::ivalue::Object>, size_t, c10::IValue>> slots;
+
+  void take(const torch::jit::Module& root) {
+    for (const auto& m : root.modules()) {
+      auto object = m._ivalue();
+      const auto& type = m.type();
+      for (size_t i = 0; i < type->numAttributes(); ++i) {
+        if (type->is_parameter(i) || type->getAttribute(i)->kind() == c10::TypeKind::ClassType) {
+          continue;
+        }
+        slots.emplace_back(object, i, object->getSlot(i).deepcopy());
+      }
+    }
+  }
+
+  void restore() const {
+    for (const auto& [object, i, value] : slots) object->setSlot(i, value.deepcopy());
+  }
+};
+
 // Everything the Rust side needs, built once per loaded module.
 struct Plan {
   torch::jit::Module module;
+  // Taken only when forward writes module state (see collect_state_writes).
+  std::unique_ptr<StateSnapshot> state;
   std::unique_ptr<torch::jit::GraphFunction> capture_fn;
+  // forward's arguments after `self`, as its schema declares them (types, defaults).
+  std::vector<c10::Argument> arguments;
   std::string meta_json;
   size_t n_user_inputs = 0;
   size_t n_graph_outputs = 0;
@@ -319,6 +349,38 @@ bool metadata_argument(const Node* node, size_t i) {
   return i == 0 && first.count(kind) != 0;
 }
 
+// The forward argument a tensor is read out of and the key it is read at (a dict's string
+// key, a tuple's or list's index; "" for an Optional refined to its tensor), when `v` is such
+// a read straight from a graph input; {"", ""} otherwise. Container and Optional arguments
+// are not tensor inputs of the graph, so these reads are where their tensors enter it, and
+// the Rust side treats them as the graph's inputs.
+std::pair<std::string, std::string> argument_element(const Value* v) {
+  const Node* n = v->node();
+  // A state attribute read before forward writes it (see collect_state_reads).
+  if (n->kind() == c10::prim::GetAttr) return {"self", n->s(c10::attr::name)};
+  if (n->inputs().empty()) return {};
+  const Value* source = n->input(0);
+  if (source->node()->kind() != c10::prim::Param || source->offset() == 0) return {};
+  auto container = source->type()->kind();
+  if (container != c10::TypeKind::TupleType && container != c10::TypeKind::ListType &&
+      container != c10::TypeKind::DictType && container != c10::TypeKind::OptionalType) {
+    return {};
+  }
+  const std::string arg = source->debugName();
+  const std::string kind = n->kind().toQualString();
+  if (kind == "prim::unchecked_cast") return {arg, ""};
+  if (kind == "prim::TupleUnpack" || kind == "prim::ListUnpack") {
+    return {arg, std::to_string(v->offset())};
+  }
+  if ((kind == "aten::__getitem__" || kind == "prim::TupleIndex" || kind == "prim::DictIndex") &&
+      n->inputs().size() >= 2) {
+    auto key = torch::jit::toIValue(n->input(1));
+    if (key && key->isString()) return {arg, key->toStringRef()};
+    if (key && key->isInt()) return {arg, std::to_string(key->toInt())};
+  }
+  return {};
+}
+
 // Writes one captured value's static description: name, op, module hierarchy, source line,
 // producers, and the control-flow block it sits in ("" at top level, "loop" or "if").
 void write_value(std::ostringstream& meta, bool first, const Value* out, Node* node,
@@ -326,6 +388,11 @@ void write_value(std::ostringstream& meta, bool first, const Value* out, Node* n
                  const TypePaths& type_paths) {
   meta << (first ? "" : ",") << "{\"name\":";
   json_escape(meta, out->debugName());
+  auto [element_of, element_key] = argument_element(out);
+  meta << ",\"element_of\":";
+  json_escape(meta, element_of);
+  meta << ",\"element_key\":";
+  json_escape(meta, element_key);
   meta << ",\"op\":";
   json_escape(meta, node->kind().toQualString());
   meta << ",\"hierarchy\":";
@@ -372,6 +439,28 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
       ids[out] = captured.size();
       captured.push_back(out);
     }
+  }
+}
+
+// The first read of each state attribute (`state_writes`) before forward writes it: the state
+// the module computes from, which another export may take as an input (recurrent state as
+// an ONNX input). Captured like an argument, as element `self.NAME`, so that it can pair with
+// that input; later reads see the updated value and stay uncaptured.
+void collect_state_reads(torch::jit::Block* block, const std::vector<std::string>& state,
+                         const TypePaths& type_paths,
+                         std::unordered_map<const Value*, size_t>& ids,
+                         std::vector<Value*>& captured, std::ostringstream& meta) {
+  std::unordered_set<std::string> seen;
+  for (Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::SetAttr) seen.insert(node->s(c10::attr::name));
+    if (node->kind() != c10::prim::GetAttr || !is_tensor(node->output())) continue;
+    const std::string name = node->s(c10::attr::name);
+    if (std::find(state.begin(), state.end(), name) == state.end() || !seen.insert(name).second) {
+      continue;
+    }
+    write_value(meta, captured.empty(), node->output(), node, {}, "", type_paths);
+    ids[node->output()] = captured.size();
+    captured.push_back(node->output());
   }
 }
 
@@ -461,9 +550,12 @@ std::shared_ptr<torch::jit::Graph> inlined_forward(const torch::jit::Module& mod
   return graph;
 }
 
-// The Rust side reads what to pass from the "inputs" list; tensor arguments get the first ids.
-void write_inputs(torch::jit::Graph& graph, std::unordered_map<const Value*, size_t>& ids,
-                  std::vector<Value*>& captured, std::ostringstream& meta) {
+// The Rust side reads what to pass from the "inputs" list: each argument's graph name, its
+// type as Python writes it (`int`, `Optional[Tensor]`, `Dict[str, Tensor]`) and its default,
+// from forward's schema; tensor arguments get the first ids.
+void write_inputs(torch::jit::Graph& graph, const c10::FunctionSchema& schema,
+                  std::unordered_map<const Value*, size_t>& ids, std::vector<Value*>& captured,
+                  std::ostringstream& meta) {
   auto graph_inputs = graph.inputs();
   // Input 0 is `self`; the rest are the user's arguments.
   for (size_t i = 1; i < graph_inputs.size(); ++i) {
@@ -471,8 +563,17 @@ void write_inputs(torch::jit::Graph& graph, std::unordered_map<const Value*, siz
     if (i > 1) meta << ',';
     meta << "{\"name\":";
     json_escape(meta, in->debugName());
+    const c10::Argument* arg = i < schema.arguments().size() ? &schema.arguments()[i] : nullptr;
     meta << ",\"type\":";
-    json_escape(meta, in->type()->str());
+    json_escape(meta, arg != nullptr ? arg->type()->annotation_str() : in->type()->str());
+    meta << ",\"default\":";
+    if (arg != nullptr && arg->default_value()) {
+      std::ostringstream value;
+      value << *arg->default_value();
+      json_escape(meta, value.str());
+    } else {
+      meta << "null";
+    }
     meta << '}';
     if (is_tensor(in)) {
       ids[in] = captured.size();
@@ -508,26 +609,56 @@ std::string hazard_lists(torch::jit::Block* block) {
   return "\"training_ops\":[" + training.str() + "],\"cuda_ops\":[" + cuda.str() + "]";
 }
 
-// Each returned leaf names the captured value that produced it, so an output links to its layer.
+// The captured values a returned value's leaves come from, in the order `flatten` lists
+// them: tuples, lists and dicts built in the graph are looked through; a leaf that is not a
+// captured tensor is null.
+void write_leaves(const Value* v, const std::unordered_map<const Value*, size_t>& ids,
+                  std::ostringstream& meta, bool& first, int depth) {
+  const Node* n = v->node();
+  auto k = n->kind();
+  if (depth < 8 && (k == c10::prim::TupleConstruct || k == c10::prim::ListConstruct)) {
+    for (const Value* in : n->inputs()) write_leaves(in, ids, meta, first, depth + 1);
+    return;
+  }
+  if (depth < 8 && k == c10::prim::DictConstruct) {
+    // Inputs alternate key, value.
+    for (size_t i = 1; i < n->inputs().size(); i += 2) {
+      write_leaves(n->input(i), ids, meta, first, depth + 1);
+    }
+    return;
+  }
+  if (!first) meta << ',';
+  first = false;
+  auto it = ids.find(v);
+  if (it == ids.end()) meta << "null"; else meta << it->second;
+}
+
 void write_outputs(torch::jit::Graph& graph, const std::unordered_map<const Value*, size_t>& ids,
                    std::ostringstream& meta) {
-  // Tuples and lists built in the graph are looked through one level; a leaf that is not a
-  // captured tensor is null.
-  bool first_out = true;
-  for (Value* o : graph.outputs()) {
-    std::vector<const Value*> leaves;
-    Node* n = o->node();
-    if (n->kind() == c10::prim::TupleConstruct || n->kind() == c10::prim::ListConstruct) {
-      for (const Value* in : n->inputs()) leaves.push_back(in);
+  bool first = true;
+  for (Value* o : graph.outputs()) write_leaves(o, ids, meta, first, 0);
+}
+
+// What forward changes in the module itself: attributes it assigns (`self.state = h`,
+// prim::SetAttr) and buffers it writes in place (`self.state.copy_(h)` in a trace). A
+// module like that computes something else on every call; the check runs it from the state
+// it was loaded with, every time.
+void collect_state_writes(torch::jit::Block* block, std::vector<std::string>& out) {
+  for (Node* node : block->nodes()) {
+    for (auto* b : node->blocks()) collect_state_writes(b, out);
+    std::string name;
+    if (node->kind() == c10::prim::SetAttr) {
+      name = node->s(c10::attr::name);
     } else {
-      leaves.push_back(o);
+      const std::string kind = node->kind().toQualString();
+      bool in_place = kind.size() > 1 && kind.back() == '_' && kind.rfind("aten::", 0) == 0 &&
+                      kind.find("__") == std::string::npos;
+      if (in_place && !node->inputs().empty() &&
+          node->input(0)->node()->kind() == c10::prim::GetAttr) {
+        name = node->input(0)->node()->s(c10::attr::name);
+      }
     }
-    for (const Value* leaf : leaves) {
-      if (!first_out) meta << ',';
-      first_out = false;
-      auto it = ids.find(leaf);
-      if (it == ids.end()) meta << "null"; else meta << it->second;
-    }
+    if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
 }
 
@@ -563,10 +694,17 @@ Plan* build_plan(const std::string& path) {
   std::unordered_map<const Value*, size_t> ids;
   std::vector<Value*> captured;
   meta << "{\"inputs\":[";
-  write_inputs(*graph, ids, captured, meta);
+  const c10::FunctionSchema& schema = plan->module.get_method("forward").function().getSchema();
+  plan->arguments.assign(schema.arguments().begin() + (schema.arguments().empty() ? 0 : 1),
+                         schema.arguments().end());
+  write_inputs(*graph, schema, ids, captured, meta);
   meta << "],\"values\":[";
   write_input_values(captured, meta);
-  collect_values(graph->block(), "", unique_type_paths(plan->module), ids, captured, meta);
+  std::vector<std::string> state_writes;
+  collect_state_writes(graph->block(), state_writes);
+  const TypePaths type_paths = unique_type_paths(plan->module);
+  collect_state_reads(graph->block(), state_writes, type_paths, ids, captured, meta);
+  collect_values(graph->block(), "", type_paths, ids, captured, meta);
   const std::string hazards = hazard_lists(graph->block());
   meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
   meta << ",\"parameter_dtype\":";
@@ -575,7 +713,16 @@ Plan* build_plan(const std::string& path) {
   write_modules(plan->module, meta);
   meta << "],\"outputs\":[";
   write_outputs(*graph, ids, meta);
+  meta << "],\"state_writes\":[";
+  for (size_t i = 0; i < state_writes.size(); ++i) {
+    if (i > 0) meta << ',';
+    json_escape(meta, state_writes[i]);
+  }
   meta << "]}";
+  if (!state_writes.empty()) {
+    plan->state = std::make_unique<StateSnapshot>();
+    plan->state->take(plan->module);
+  }
 
   // Less `self`.
   plan->n_user_inputs = graph->inputs().size() - 1;
@@ -587,18 +734,41 @@ Plan* build_plan(const std::string& path) {
   return plan.release();
 }
 
-// Flattens tuples, lists and dicts of tensors into `out`, in order. Python numbers become
-// 0-d tensors; any other non-tensor leaf (a string, an object) is reported as an error: the
-// tool compares tensors.
-void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+std::string join_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+// Flattens tuples, lists and dicts of tensors into `out`, in order, naming each leaf by its
+// path in the returned value (`0`, `1.hidden`, `last_hidden_state`; `output` for a single
+// tensor), which is how outputs are matched to the ONNX model's by name. Python numbers
+// become 0-d tensors; any other non-tensor leaf (a string, an object) is reported as an
+// error: the tool compares tensors.
+void flatten(const c10::IValue& v, const std::string& path, std::vector<at::Tensor>& out,
+             std::vector<std::string>& names) {
+  const std::string name = path.empty() ? "output" : path;
   if (v.isTensor()) {
     out.push_back(v.toTensor());
+    names.push_back(name);
   } else if (v.isTuple()) {
-    for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+    const auto& elements = v.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      flatten(elements[i], join_path(path, std::to_string(i)), out, names);
+    }
   } else if (v.isList()) {
-    for (const auto& e : v.toListRef()) flatten(e, out);
+    const auto list = v.toListRef();
+    for (size_t i = 0; i < list.size(); ++i) {
+      flatten(list[i], join_path(path, std::to_string(i)), out, names);
+    }
   } else if (v.isGenericDict()) {
-    for (const auto& kv : v.toGenericDict()) flatten(kv.value(), out);
+    size_t i = 0;
+    for (const auto& kv : v.toGenericDict()) {
+      const c10::IValue& key = kv.key();
+      std::string k = key.isString() ? key.toStringRef()
+                      : key.isInt()  ? std::to_string(key.toInt())
+                                     : std::to_string(i);
+      flatten(kv.value(), join_path(path, k), out, names);
+      ++i;
+    }
   } else if (v.isNone()) {
     // Optional outputs that are absent contribute nothing.
   } else if (v.isInt() || v.isDouble() || v.isBool()) {
@@ -607,6 +777,7 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
     out.push_back(v.isInt()      ? at::scalar_tensor(v.toInt(), at::kLong)
                   : v.isDouble() ? at::scalar_tensor(v.toDouble(), at::kDouble)
                                  : at::scalar_tensor(v.toBool(), at::kBool));
+    names.push_back(name);
   } else {
     throw std::runtime_error("the model returns a value of type " + v.tagKind() +
                              ", which is not a tensor or a tuple/list/dict of tensors");
@@ -620,11 +791,115 @@ at::Tensor** to_heap(const std::vector<at::Tensor>& tensors) {
   return arr;
 }
 
-std::vector<c10::IValue> make_stack(at::Tensor** inputs, size_t n_inputs) {
+}  // namespace
+
+// forward's arguments as the Rust side encodes them, in prefix order: each value is a code
+// from `codes` (0 tensor, 1 int, 2 float, 3 bool, 4 str, 5 None, 6 the schema's default,
+// 7 tuple, 8 list, 9 dict), followed by its payload (an int or bool in `codes`, a float in
+// `floats`, a string or dict key in `strings`, a tensor in `tensors`, an element count in
+// `codes` for the containers, then the elements).
+struct AcArgs {
+  const int64_t* codes;
+  size_t n_codes;
+  const double* floats;
+  size_t n_floats;
+  const char* const* strings;
+  size_t n_strings;
+  void* const* tensors;
+  size_t n_tensors;
+};
+
+namespace {
+
+struct ArgReader {
+  const AcArgs& a;
+  size_t c = 0, f = 0, s = 0, t = 0;
+
+  [[noreturn]] static void short_encoding() {
+    throw std::runtime_error("internal error: the forward arguments were encoded short");
+  }
+  int64_t code() { return c < a.n_codes ? a.codes[c++] : (short_encoding(), 0); }
+  double real() { return f < a.n_floats ? a.floats[f++] : (short_encoding(), 0.0); }
+  std::string text() { return s < a.n_strings ? a.strings[s++] : (short_encoding(), ""); }
+  const at::Tensor& tensor() {
+    if (t >= a.n_tensors) short_encoding();
+    return *static_cast<const at::Tensor*>(a.tensors[t++]);
+  }
+};
+
+// One argument value, built in the type the schema asks for so that typed containers
+// (List[Tensor], Dict[str, Tensor]) are what the interpreter's checks expect.
+c10::IValue read_value(ArgReader& r, c10::TypePtr type, const c10::Argument* arg) {
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  switch (r.code()) {
+    case 0: return r.tensor();
+    case 1: return r.code();
+    case 2: return r.real();
+    case 3: return r.code() != 0;
+    case 4: return r.text();
+    case 5: return c10::IValue();
+    case 6:
+      if (arg != nullptr && arg->default_value()) return *arg->default_value();
+      throw std::runtime_error("argument '" + (arg ? arg->name() : std::string("?")) +
+                               "' has no default value");
+    case 7: {
+      auto n = static_cast<size_t>(r.code());
+      auto tuple = type->cast<c10::TupleType>();
+      std::vector<c10::IValue> elements;
+      for (size_t i = 0; i < n; ++i) {
+        c10::TypePtr element = tuple && i < tuple->elements().size()
+                                   ? tuple->elements()[i]
+                                   : c10::TypePtr(c10::TensorType::get());
+        elements.push_back(read_value(r, element, nullptr));
+      }
+      return c10::ivalue::Tuple::create(std::move(elements));
+    }
+    case 8: {
+      auto n = static_cast<size_t>(r.code());
+      auto list_type = type->cast<c10::ListType>();
+      c10::TypePtr element =
+          list_type ? list_type->getElementType() : c10::TypePtr(c10::TensorType::get());
+      c10::impl::GenericList list(element);
+      for (size_t i = 0; i < n; ++i) list.push_back(read_value(r, element, nullptr));
+      return list;
+    }
+    case 9: {
+      auto n = static_cast<size_t>(r.code());
+      auto dict_type = type->cast<c10::DictType>();
+      c10::TypePtr key = dict_type ? dict_type->getKeyType() : c10::TypePtr(c10::StringType::get());
+      c10::TypePtr value =
+          dict_type ? dict_type->getValueType() : c10::TypePtr(c10::TensorType::get());
+      c10::impl::GenericDict dict(key, value);
+      for (size_t i = 0; i < n; ++i) {
+        std::string k = r.text();
+        dict.insert(c10::IValue(k), read_value(r, value, nullptr));
+      }
+      return dict;
+    }
+    default:
+      throw std::runtime_error("internal error: unknown argument code");
+  }
+}
+
+// The interpreter's stack for forward (without `self`), from the encoded arguments. Each
+// run of a module that writes its own state starts from the state it was loaded with.
+std::vector<c10::IValue> make_stack(const Plan& plan, const AcArgs& args) {
+  if (plan.state) plan.state->restore();
+  ArgReader reader{args};
   std::vector<c10::IValue> stack;
-  stack.reserve(n_inputs + 1);
-  for (size_t i = 0; i < n_inputs; ++i) stack.emplace_back(*inputs[i]);
+  stack.reserve(plan.n_user_inputs + 1);
+  for (size_t i = 0; i < plan.n_user_inputs; ++i) {
+    const c10::Argument* arg = i < plan.arguments.size() ? &plan.arguments[i] : nullptr;
+    c10::TypePtr type = arg != nullptr ? arg->type() : c10::TypePtr(c10::AnyType::get());
+    stack.push_back(read_value(reader, type, arg));
+  }
   return stack;
+}
+
+char* join_names(const std::vector<std::string>& names) {
+  std::string joined;
+  for (size_t i = 0; i < names.size(); ++i) joined += (i ? "\n" : "") + names[i];
+  return dup_string(joined);
 }
 
 }  // namespace
@@ -651,12 +926,13 @@ const char* ac_meta(void* plan) { return static_cast<Plan*>(plan)->meta_json.c_s
 
 size_t ac_num_inputs(void* plan) { return static_cast<Plan*>(plan)->n_user_inputs; }
 
-// Runs the instrumented graph, handing every captured value to `sink(ctx, id, tensor)` as
-// it is computed (the sink owns the tensor). On success returns the flattened graph outputs
-// as a null-terminated array (`*n_outputs` of them); the caller owns each tensor and frees
-// the array with ac_free_array.
-void** ac_capture(void* handle, void** inputs, size_t n_inputs, Sink sink, void* ctx,
-                  size_t* n_outputs, char** err) {
+// Runs the instrumented graph on the encoded forward arguments, handing every captured value
+// to `sink(ctx, id, tensor)` as it is computed (the sink owns the tensor). On success returns
+// the flattened graph outputs as a null-terminated array (`*n_outputs` of them) and their
+// paths in `*names` (one per line, freed with ac_free_string); the caller owns each tensor and
+// frees the array with ac_free_array.
+void** ac_capture(void* handle, const AcArgs* args, Sink sink, void* ctx, size_t* n_outputs,
+                  char** names, char** err) {
   struct SinkScope {
     SinkScope(Sink s, void* c) { current_sink = s; current_ctx = c; }
     ~SinkScope() { current_sink = nullptr; current_ctx = nullptr; }
@@ -665,12 +941,14 @@ void** ac_capture(void* handle, void** inputs, size_t n_inputs, Sink sink, void*
     auto* plan = static_cast<Plan*>(handle);
     torch::NoGradGuard no_grad;
     SinkScope scope(sink, ctx);
-    std::vector<c10::IValue> stack = make_stack(reinterpret_cast<at::Tensor**>(inputs), n_inputs);
+    std::vector<c10::IValue> stack = make_stack(*plan, *args);
     stack.insert(stack.begin(), plan->module._ivalue());
     plan->capture_fn->run(stack);
     std::vector<at::Tensor> flat;
-    for (const auto& v : stack) flatten(v, flat);
+    std::vector<std::string> paths;
+    for (const auto& v : stack) flatten(v, "", flat, paths);
     *n_outputs = flat.size();
+    *names = join_names(paths);
     return reinterpret_cast<void**>(to_heap(flat));
   } catch (const std::exception& e) {
     set_error(err, short_message(e.what()));
@@ -681,16 +959,20 @@ void** ac_capture(void* handle, void** inputs, size_t n_inputs, Sink sink, void*
 }
 
 // Runs the module's own forward, uninstrumented: the reference for "capture changes
-// nothing" and the floor for speed measurements. Returns the flattened outputs.
-void** ac_forward(void* handle, void** inputs, size_t n_inputs, size_t* n_outputs, char** err) {
+// nothing" and the floor for speed measurements. Returns the flattened outputs and their
+// paths, as ac_capture does.
+void** ac_forward(void* handle, const AcArgs* args, size_t* n_outputs, char** names,
+                  char** err) {
   try {
     auto* plan = static_cast<Plan*>(handle);
     torch::NoGradGuard no_grad;
-    std::vector<c10::IValue> stack = make_stack(reinterpret_cast<at::Tensor**>(inputs), n_inputs);
+    std::vector<c10::IValue> stack = make_stack(*plan, *args);
     c10::IValue result = plan->module.forward(stack);
     std::vector<at::Tensor> flat;
-    flatten(result, flat);
+    std::vector<std::string> paths;
+    flatten(result, "", flat, paths);
     *n_outputs = flat.size();
+    *names = join_names(paths);
     return reinterpret_cast<void**>(to_heap(flat));
   } catch (const std::exception& e) {
     set_error(err, short_message(e.what()));

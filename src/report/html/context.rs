@@ -46,6 +46,8 @@ pub struct Page {
     pub findings: Vec<String>,
     /// The pass sentence's account of layers and outputs (`findings::pass_summary`).
     pub pass_summary: String,
+    /// How the two signatures met (mapping, one-sided inputs and outputs, state).
+    pub signature: Vec<String>,
     pub models: Vec<FileView>,
     pub inputs: Vec<InputView>,
     /// Input samples when more than one was checked.
@@ -536,6 +538,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         training_mode: outcome.training_mode.clone(),
         findings: crate::report::findings::lines(outcome),
         pass_summary: crate::report::findings::pass_summary(outcome),
+        signature: outcome.signature.lines(),
         models: models(outcome),
         inputs: inputs(outcome),
         samples: if outcome.samples.len() > 1 {

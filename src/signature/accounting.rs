@@ -1,0 +1,77 @@
+//! TorchScript values that have no ONNX twin because of how the two signatures differ, not
+//! because of the export: accounted for after pairing, so that they do not count against
+//! coverage.
+//!
+//! Two kinds of TorchScript values have nothing to meet on the ONNX side: the input a
+//! stateful module prepares itself (the context window it prepends, which the ONNX model is
+//! given prepended), recognised by its data, equal element for element to an ONNX input
+//! TorchScript was not given; and values no compared output is computed from (the module's
+//! next state, which feeds only its own attributes, or an output only TorchScript returns,
+//! such as BERT's pooler), recognised by the dataflow. Each accounted value counts as one
+//! covered layer (never more than the total).
+
+use crate::capture::{Capture, Side, ValueRole};
+use crate::pairing::Pairing;
+use std::collections::HashSet;
+
+/// Marks the qualifying unpaired TorchScript values accounted, with the reason, and counts
+/// them as covered.
+pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture) {
+    let used = reaching_outputs(torch);
+    let paired_onnx: HashSet<usize> = pairing.inputs.iter().map(|p| p.onnx).collect();
+    let one_sided_inputs: Vec<_> = onnx
+        .inputs()
+        .into_iter()
+        .filter(|v| !paired_onnx.contains(&v.id))
+        .collect();
+    for u in pairing.unpaired.iter_mut() {
+        if u.side != Side::Torch || u.accounted {
+            continue;
+        }
+        let v = &torch.values[u.id];
+        let reason = if !used.contains(&v.id) {
+            Some("no compared output is computed from it (the module's next state, or an output only TorchScript returns)".to_string())
+        } else if !u.module.is_empty() {
+            None
+        } else {
+            one_sided_inputs
+                .iter()
+                .find(|o| {
+                    o.shape == v.shape
+                        && match (o.data(), v.data()) {
+                            (Ok(a), Ok(b)) => a.data == b.data,
+                            _ => false,
+                        }
+                })
+                .map(|o| {
+                    format!(
+                        "prepares the input ONNX Runtime was given as '{}' (equal to it): the TorchScript module does that itself",
+                        o.name
+                    )
+                })
+        };
+        if let Some(reason) = reason {
+            u.reason = reason;
+            u.accounted = true;
+            let c = &mut pairing.coverage;
+            c.torch_layers_paired = (c.torch_layers_paired + 1).min(c.torch_layers_total);
+        }
+    }
+}
+
+/// Ids of the values some graph output is computed from.
+fn reaching_outputs(capture: &Capture) -> HashSet<usize> {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<usize> = capture
+        .values
+        .iter()
+        .filter(|v| matches!(v.role, ValueRole::Output(_)))
+        .map(|v| v.id)
+        .collect();
+    while let Some(id) = stack.pop() {
+        if seen.insert(id) {
+            stack.extend(capture.values[id].inputs.iter().copied());
+        }
+    }
+    seen
+}
