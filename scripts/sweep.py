@@ -7,9 +7,10 @@ reports/sweep.md and reports/sweep.json.
 Responsible for the command line and the schedule: which models (`--family`, `--only`,
 `--limit`, `--slice ci`), one pipeline per model (export in a child process under a timeout,
 clean checks; then, in a second pass, fault recipes in a child and fault checks), `--jobs`
-pipelines at a time, progress lines, and what is reused: exports are cached by model, results by the binary's identity, so a
-rerun does only what is missing (`--recheck` re-runs the checks of cached exports, nothing else;
-`--report-only` rewrites the reports). The work itself lives in scripts/sweep/.
+pipelines at a time, progress lines, and what is reused: exports are cached by model, results
+by the binary's identity, so a rerun does only what is missing (`--recheck` re-runs the checks
+of cached exports, nothing else; `--report-only` rewrites the reports). The work itself
+lives in scripts/sweep/.
 
     python scripts/sweep.py --jobs 2                 # the full sweep (resumable)
     python scripts/sweep.py --recheck                # new binary: checks only
@@ -150,6 +151,9 @@ def clean_check(spec, pair, args, binary_id, rerun):
         result = check.run_check(args.binary, record["pt"],
                                  os.path.join(folder, pair, "model.onnx"),
                                  os.path.join(folder, "inputs.npz"), args.check_timeout)
+        if result.get("environment_error"):
+            log(f"check {key}: not kept, the machine failed: {result['stderr'][-1]}")
+            return None
         cache.write_json(path, result)
         cov = (result.get("coverage") or {}).get("torch_ratio")
         log(f"check {key}: exit {result['exit']} coverage "
@@ -185,6 +189,9 @@ def fault_checks(spec, pair, args, binary_id):
             faults.materialise(os.path.join(folder, pair, "model.onnx"), recipe, onnx_path)
             result = check.run_check(args.binary, record["pt"], onnx_path,
                                      os.path.join(folder, "inputs.npz"), args.fault_timeout)
+        if result.get("environment_error"):
+            log(f"fault {key}: not kept, the machine failed: {result['stderr'][-1]}")
+            continue
         cache.write_json(path, result)
         first = result.get("first_divergence") or {}
         log(f"fault {key} ({recipe['detail']}): exit {result['exit']} at "

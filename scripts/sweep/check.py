@@ -84,4 +84,7 @@ def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
         if proc.returncode not in (0, 1) or report is None:
             lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
             result["stderr"] = lines[-STDERR_LINES:]
+            # The machine, not the pair: such a result is not kept (the sweep re-runs it).
+            result["environment_error"] = any("No space left on device" in line
+                                              for line in lines)
         return result
