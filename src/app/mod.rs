@@ -15,6 +15,6 @@ pub mod progress;
 pub mod repro;
 pub mod runners;
 pub mod runtimes;
-pub mod summary;
 pub mod signatures;
+pub mod summary;
 pub mod training_mode;

@@ -63,7 +63,8 @@ pub enum Command {
     /// version, opsets, producer, exporter, external data), then list every value align-check
     /// can capture from it: execution index, module path and class, op, dtype, shape and, for
     /// TorchScript, the source line. Run this first when pairing surprises you.
-    Inspect(InspectArgs),
+    // Boxed: its input options make it several times larger than the other commands.
+    Inspect(Box<InspectArgs>),
 
     /// Merge the JSON reports of many runs (a CI matrix: one job per model) into one Markdown
     /// job summary, one JUnit file and one HTML index, a row per model: verdict and failed
