@@ -27,7 +27,7 @@ use anyhow::{anyhow, Result};
 use prost::Message;
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Why isolation runs on this evaluation, or `None` when it does not.
 pub fn reason(always: bool, eval: &Evaluation) -> Option<String> {
@@ -135,17 +135,18 @@ fn isolate(
             tests.iter().map(judge).collect()
         };
         let judged: Vec<(usize, Option<Isolated>)> = judged.into_iter().flatten().collect();
+        let failing_layers: HashSet<usize> = judged
+            .iter()
+            .filter(|(_, iso)| iso.as_ref().is_some_and(|x| !x.pass))
+            .map(|(i, _)| *i)
+            .collect();
         let failing: Vec<&String> = tests
             .iter()
-            .filter(|(asked, _)| {
-                let of = layers_of.get(asked.as_str()).into_iter().flatten();
-                of.into_iter().any(|&i| {
-                    judged
-                        .iter()
-                        .any(|(j, iso)| *j == i && iso.as_ref().is_some_and(|x| !x.pass))
-                })
-            })
             .map(|(asked, _)| *asked)
+            .filter(|asked| {
+                let of = layers_of.get(asked.as_str()).into_iter().flatten();
+                of.into_iter().any(|i| failing_layers.contains(i))
+            })
             .collect();
         // Only a failure in isolation costs a second run: its rounding floor.
         let responses = if failing.is_empty() {
