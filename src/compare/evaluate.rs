@@ -327,6 +327,8 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
 /// fails alone. Only the nearest
 /// consumers are asked, so a real fault whose effect fades over several layers is confirmed
 /// by the layer after it, and only the last layer it still shows at is left unconfirmed.
+/// A pair structure alone placed (`Pair::certain`: one plausible ONNX value) is not doubted
+/// for its consumers' agreeing: a fault that a saturating op downstream hides is real.
 fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
     use crate::pairing::PairedBy;
     let mut passes: Vec<Option<bool>> = vec![None; tv.len()];
@@ -371,7 +373,7 @@ fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparison
         .map(|(p, c)| {
             !c.pass
                 && p.paired_by != PairedBy::Position
-                && (!p.follows_dataflow || nearest_all_pass(p.torch))
+                && (!p.follows_dataflow || (!p.certain && nearest_all_pass(p.torch)))
         })
         .collect()
 }
@@ -512,6 +514,8 @@ pub(crate) mod tests {
             paired_by: by,
             fused: vec![],
             follows_dataflow: true,
+            // Chosen among several: the guard may doubt them (see `a_certain_pair_...`).
+            certain: false,
         };
         let pairing = Pairing {
             inputs: vec![pair(0, PairedBy::Position)],
@@ -555,6 +559,18 @@ pub(crate) mod tests {
         assert!(!e.layers[1].fails());
         assert!(e.origins.is_empty());
         assert!(!e.layers[2].upstream_failed);
+    }
+
+    #[test]
+    fn a_certain_pair_is_not_doubted_because_its_consumers_agree() {
+        // The same lone failure as above, but structure placed b's pair without a choice.
+        let (t, o, mut p) = chain([&[1.0, 2.0], &[3.0, 4.0], &[3.0, 6.0]]);
+        p.layers[1].certain = true;
+        let cmps = compare_pairs(&t, &o, &p, &TolerancePolicy::default(), false).unwrap();
+        let e = judge(&t, &o, &p, cmps);
+        assert!(!e.layers[1].unconfirmed);
+        assert!(e.layers[1].fails());
+        assert_eq!(e.origins[0].layer_index, 1);
     }
 
     #[test]

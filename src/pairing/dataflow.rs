@@ -13,7 +13,7 @@
 //! (`evaluate` treats it as unconfirmed). A real fault changes numbers, not wiring, so it
 //! keeps its pair.
 
-use super::{compatible, is_layer_candidate, same_shape, Pair, PairedBy, Pairer};
+use super::{compatible, is_layer_candidate, same_shape, PairedBy, Pairer};
 use crate::capture::CapturedValue;
 use std::collections::{HashMap, HashSet};
 
@@ -90,24 +90,14 @@ pub(super) fn computed_from_all(ov: &[CapturedValue], o: usize, needed: &[usize]
 }
 
 impl Pairer<'_> {
-    /// The ONNX twin of TorchScript value `t`: its layer pair, or its graph input's.
-    pub(super) fn twin(&self, boundary: &[Pair], t: usize) -> Option<usize> {
-        self.torch_to_onnx
-            .get(&t)
-            .map(|&(o, _)| o)
-            .or_else(|| boundary.iter().find(|p| p.torch == t).map(|p| p.onnx))
-    }
-
     /// Checks every layer pair in TorchScript execution order (producers are settled before
     /// their consumers are checked), moves a pair that breaks the dataflow to an ONNX value
     /// that keeps it, and records the ones nothing repairs in `off_dataflow`.
-    pub(super) fn repair_dataflow(&mut self, boundary: &[Pair]) {
+    pub(super) fn repair_dataflow(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
-        order.sort_unstable();
-        for t in order {
-            let (o, _) = self.torch_to_onnx[&t];
-            let needed = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+        for t in self.state.paired() {
+            let o = self.state.twin(t).expect("paired");
+            let needed = nearest_producer_twins(tv, |u| self.twin(u), t);
             if computed_from_all(ov, o, &needed) {
                 continue;
             }
@@ -118,7 +108,7 @@ impl Pairer<'_> {
                 .filter(|c| c.id != o && is_layer_candidate(c))
                 .filter(|c| self.onnx_keys[c.id] == self.onnx_keys[o])
                 .filter(|c| same_shape(&tv[t], c) && compatible(&tv[t].op, &c.op))
-                .filter(|c| self.holder(c.id).is_none_or(|other| other > t))
+                .filter(|c| self.state.holder(c.id).is_none_or(|other| other > t))
                 .filter(|c| computed_from_all(ov, c.id, &needed))
                 .map(|c| c.id)
                 .collect();
@@ -129,18 +119,12 @@ impl Pairer<'_> {
                 .closest_onnx(t, &candidates)
                 .filter(|&(_, d)| d < self.distance(t, o));
             match closer {
-                Some((c, _)) => {
-                    if let Some(other) = self.holder(c) {
-                        let (_, by) = self.torch_to_onnx[&other];
-                        self.torch_to_onnx.insert(other, (o, by));
-                    } else {
-                        self.onnx_paired.remove(&o);
-                        self.onnx_paired.insert(c);
-                    }
-                    self.torch_to_onnx.insert(t, (c, PairedBy::Dataflow));
-                }
+                Some((c, _)) => match self.state.holder(c) {
+                    Some(other) => self.state.swap(t, other, PairedBy::Dataflow),
+                    None => self.state.rebind(t, c, PairedBy::Dataflow, false),
+                },
                 None => {
-                    self.off_dataflow.insert(t);
+                    self.state.off_dataflow.insert(t);
                 }
             }
         }
@@ -152,14 +136,12 @@ impl Pairer<'_> {
     /// confirms the next. The values settle it: when another assignment within the siblings
     /// matches every one of them closely and the order's does not, it is taken. A real
     /// fault matches no sibling closely, so it keeps its pair.
-    pub(super) fn uncross_siblings(&mut self, boundary: &[Pair]) {
+    pub(super) fn uncross_siblings(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let mut siblings: HashMap<SiblingKey, Vec<usize>> = HashMap::new();
-        let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
-        order.sort_unstable();
-        for &t in &order {
-            let (o, _) = self.torch_to_onnx[&t];
-            let mut producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+        for t in self.state.paired() {
+            let o = self.state.twin(t).expect("paired");
+            let mut producers = nearest_producer_twins(tv, |u| self.twin(u), t);
             producers.sort_unstable();
             let key = (
                 tv[t].op.clone(),
@@ -173,7 +155,7 @@ impl Pairer<'_> {
             if !(2..=MAX_SIBLINGS).contains(&group.len()) {
                 continue;
             }
-            let held: Vec<usize> = group.iter().map(|t| self.torch_to_onnx[t].0).collect();
+            let held: Vec<usize> = group.iter().filter_map(|&t| self.state.twin(t)).collect();
             let distance: Vec<Vec<f64>> = group
                 .iter()
                 .map(|&t| held.iter().map(|&o| self.distance(t, o)).collect())
@@ -190,11 +172,16 @@ impl Pairer<'_> {
                 .min_by(|a, b| worst(a).total_cmp(&worst(b)))
                 .unwrap_or_else(|| identity.clone());
             if best != identity && worst(&best) < CLOSE && worst(&best) * 10.0 < worst(&identity) {
+                for &t in &group {
+                    self.state.unassign(t);
+                }
                 for (i, &j) in best.iter().enumerate() {
-                    if i != j {
-                        self.torch_to_onnx
-                            .insert(group[i], (held[j], PairedBy::Dataflow));
-                    }
+                    let by = if i == j {
+                        PairedBy::OpOrder
+                    } else {
+                        PairedBy::UncrossSiblings
+                    };
+                    self.state.assign(group[i], held[j], by, false);
                 }
             }
         }

@@ -12,10 +12,8 @@ impl Pairer<'_> {
     pub(super) fn complete_decompositions(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(ov);
-        let mut order: Vec<usize> = self.torch_to_onnx.keys().copied().collect();
-        order.sort_unstable();
-        for t in order {
-            let Some(&(o, _)) = self.torch_to_onnx.get(&t) else {
+        for t in self.state.paired() {
+            let Some(o) = self.state.twin(t) else {
                 continue; // it lost its value to an earlier one in this loop
             };
             let completing = consumers[o].iter().copied().find(|&c| {
@@ -33,14 +31,13 @@ impl Pairer<'_> {
             }
             // The completing node may hold a later value that the order shifted onto it;
             // the closer value takes it, and the other is left for the steps after this.
-            if let Some(h) = self.holder(c) {
+            if let Some(h) = self.state.holder(c) {
                 if self.distance(h, c) <= here {
                     continue;
                 }
-                self.torch_to_onnx.remove(&h);
+                self.state.unassign(h);
             }
-            self.onnx_paired.remove(&o);
-            self.add_pair(t, c, PairedBy::DecomposedOp);
+            self.state.rebind(t, c, PairedBy::DecomposedOp, false);
         }
     }
 }

@@ -19,10 +19,8 @@
 
 use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::compatible;
-use super::{
-    consumers_of, is_layer_candidate, relative_distance, same_shape, Pair, PairedBy, Pairer,
-};
-use crate::capture::tensor::HostTensor;
+use super::{consumers_of, is_layer_candidate, relative_distance, same_shape, PairedBy, Pairer};
+use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
 
@@ -41,7 +39,7 @@ const AGREE: f64 = 1e-4;
 
 /// Whether `diff = reference - test` over `[rows, channels]` is one vector repeated on every
 /// row (up to rounding), and not zero: the bias of a Linear that a later node adds.
-fn is_per_channel_offset(reference: &HostTensor, test: &HostTensor) -> bool {
+fn is_per_channel_offset(reference: &HostTensor, test: &HostTensor, rounding: f64) -> bool {
     let channels = *reference.shape.last().unwrap_or(&0);
     let n = reference.numel();
     if channels == 0 || n != test.numel() || n / channels < 2 {
@@ -53,7 +51,24 @@ fn is_per_channel_offset(reference: &HostTensor, test: &HostTensor) -> bool {
     if !largest.is_finite() || largest == 0.0 {
         return false;
     }
-    (channels..n).all(|i| (diff(i) - offset[i % channels]).abs() <= largest * 1e-3)
+    // What the test side's own rounding can add to the offset (float16 MatMuls round at
+    // about 1e-3 of their values, which can exceed 1e-3 of the bias).
+    let range = (0..n).fold(0.0f64, |m, i| m.max(reference.data.get_f64(i).abs()));
+    let slack = largest * 1e-3 + range * rounding;
+    // An offset rounding alone could make is no bias (a float16 `q @ k^T` against its MatMul).
+    if largest <= 2.0 * range * rounding {
+        return false;
+    }
+    (channels..n).all(|i| (diff(i) - offset[i % channels]).abs() <= slack)
+}
+
+/// A few units of `dtype`'s rounding, relative to a value: what one op's output may carry.
+fn rounding_of(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 4.0 * 2f64.powi(-11),
+        DType::Bf16 => 4.0 * 2f64.powi(-8),
+        _ => 4.0 * 2f64.powi(-24),
+    }
 }
 
 /// Whether ONNX value `o` is TorchScript value `t` without a bias: a bare MatMul (which
@@ -66,7 +81,8 @@ fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
     let (Ok(reference), Ok(test)) = (t.data(), o.data()) else {
         return false;
     };
-    relative_distance(&test, &reference) > AGREE && is_per_channel_offset(&reference, &test)
+    relative_distance(&test, &reference) > AGREE
+        && is_per_channel_offset(&reference, &test, rounding_of(o.dtype))
 }
 
 /// How well scope-less ONNX value `c` sits before the consumers' twins, as a rank (lower is
@@ -116,19 +132,18 @@ impl Pairer<'_> {
     pub(super) fn split_partial_linear(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let partial: Vec<usize> = self
-            .torch_to_onnx
-            .iter()
-            .filter(|(&t, &(o, _))| lacks_bias(&tv[t], &ov[o]))
-            .map(|(&t, _)| t)
+            .state
+            .paired()
+            .into_iter()
+            .filter(|&t| lacks_bias(&tv[t], &ov[self.state.twin(t).expect("paired")]))
             .collect();
         for t in partial {
-            let (o, _) = self.torch_to_onnx.remove(&t).expect("paired");
-            self.onnx_paired.remove(&o);
+            let o = self.state.unassign(t).expect("paired");
             let reason = format!(
                 "its ONNX value {} lacks the bias, which a later node adds",
                 ov[o].node
             );
-            self.torch_reason.insert(t, (reason, false));
+            self.state.reason.insert(t, (reason, false));
         }
     }
 
@@ -139,7 +154,8 @@ impl Pairer<'_> {
     /// Runtime's own fused ops (a GELU module ends in a Mul, its fused node is a Gelu);
     /// never a bias-less partial product. Pairs are made best first, then checked again against the pairs
     /// made after them; one that no longer fits is undone.
-    pub(super) fn pair_scopeless(&mut self, boundary: &[Pair], open: &[Open]) {
+    pub(super) fn pair_scopeless(&mut self) {
+        let open = self.open_representatives();
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(tv);
         let scopeless: Vec<usize> = ov
@@ -158,13 +174,13 @@ impl Pairer<'_> {
             id: t,
             module_output,
             kind_of,
-        } in open
+        } in &open
         {
-            if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
+            if self.state.is_paired(t) || self.state.accounted(t) {
                 continue;
             }
-            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
-            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             for &c in &scopeless {
                 let kind =
                     compatible(&tv[t].op, &ov[c].op) || compatible(&tv[kind_of].op, &ov[c].op);
@@ -172,7 +188,7 @@ impl Pairer<'_> {
                 // module ends in a Mul, ONNX Runtime's node is a Gelu); anything else must be
                 // of the value's own kind.
                 let fused_module = module_output && ov[c].op.starts_with("com.microsoft::");
-                let candidate = !self.onnx_paired.contains(&c)
+                let candidate = !self.state.is_taken(c)
                     && same_shape(&tv[t], &ov[c])
                     && (kind || fused_module)
                     && !lacks_bias(&tv[t], &ov[c])
@@ -188,8 +204,8 @@ impl Pairer<'_> {
         fitting.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
         let mut made = Vec::new();
         for (tier, _, t, c) in fitting {
-            if !self.torch_to_onnx.contains_key(&t) && !self.onnx_paired.contains(&c) {
-                self.add_pair(t, c, PairedBy::Dataflow);
+            if !self.state.is_paired(t) && !self.state.is_taken(c) {
+                self.state.assign(t, c, PairedBy::Scopeless, false);
                 made.push((t, tier != 1));
             }
         }
@@ -198,16 +214,13 @@ impl Pairer<'_> {
         // the LayerNorm that its consumer has since taken).
         made.sort_unstable();
         for (t, kind) in made {
-            let (c, _) = self.torch_to_onnx[&t];
-            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
-            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            let c = self.state.twin(t).expect("paired");
+            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             let still_fits = computed_from_all(ov, c, &producers)
                 && placement(ov, c, &consumers, kind).is_some();
-            if still_fits {
-                self.torch_reason.remove(&t);
-            } else {
-                self.torch_to_onnx.remove(&t);
-                self.onnx_paired.remove(&c);
+            if !still_fits {
+                self.state.unassign(t);
             }
         }
     }
@@ -215,22 +228,23 @@ impl Pairer<'_> {
     /// A TorchScript value left without a twin whose nearest consumers are all paired with
     /// one scope-less ONNX node computed from its producers' twins was fused into that node
     /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered.
-    pub(super) fn account_fused_into_consumers(&mut self, boundary: &[Pair], open: &[Open]) {
+    pub(super) fn account_fused_into_consumers(&mut self) {
+        let open = self.open_representatives();
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(tv);
-        for &Open { id: t, .. } in open {
-            if self.torch_to_onnx.contains_key(&t) || self.accounted(t) {
+        for &Open { id: t, .. } in &open {
+            if self.state.is_paired(t) || self.state.accounted(t) {
                 continue;
             }
-            let twins = nearest_consumer_twins(&consumers, |v| self.twin(boundary, v), t);
+            let twins = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             let Some(&node) = twins.first() else {
                 continue;
             };
             let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
-            let producers = nearest_producer_twins(tv, |u| self.twin(boundary, u), t);
+            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
             if one_fused_node && computed_from_all(ov, node, &producers) {
                 let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
-                self.torch_reason.insert(t, (reason, true));
+                self.state.reason.insert(t, (reason, true));
             }
         }
     }
@@ -245,16 +259,16 @@ mod tests {
     fn a_missing_bias_is_one_vector_on_every_row() {
         let with_bias = HostTensor::f32(vec![3, 2], vec![1.5, 2.0, 3.5, 4.0, 5.5, 6.0]);
         let matmul = HostTensor::f32(vec![3, 2], vec![1.0, 3.0, 3.0, 5.0, 5.0, 7.0]);
-        assert!(is_per_channel_offset(&with_bias, &matmul));
+        assert!(is_per_channel_offset(&with_bias, &matmul, 0.0));
         // A fault that changes one element is no per-channel offset.
         let faulty = HostTensor::f32(vec![3, 2], vec![1.5, 2.0, 3.5, 4.0, 9.0, 6.0]);
-        assert!(!is_per_channel_offset(&faulty, &with_bias));
+        assert!(!is_per_channel_offset(&faulty, &with_bias, 0.0));
         // Equal values are not an offset either.
-        assert!(!is_per_channel_offset(&with_bias, &with_bias));
+        assert!(!is_per_channel_offset(&with_bias, &with_bias, 0.0));
         // One row cannot tell an offset from any difference.
         let row = HostTensor::f32(vec![1, 2], vec![1.0, 2.0]);
         let other = HostTensor::f32(vec![1, 2], vec![0.0, 0.0]);
-        assert!(!is_per_channel_offset(&row, &other));
+        assert!(!is_per_channel_offset(&row, &other, 0.0));
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
     // replace computed.
     let op = op.strip_prefix("com.microsoft::").unwrap_or(op);
     let fams: &[&'static str] = match op {
-        "Conv" | "ConvTranspose" | "QLinearConv" => &["conv"],
+        "Conv" | "ConvTranspose" | "QLinearConv" | "FusedConv" => &["conv"],
         "BatchNormalization"
         | "InstanceNormalization"
         | "LayerNormalization"

@@ -91,6 +91,8 @@ pub fn assign_keys(
     let parents = parent_paths(values);
     // (parent key, raw path) -> latest call index, for legacy-named nodes.
     let mut legacy_calls: HashMap<(String, String), usize> = HashMap::new();
+    // (parent key, module path) -> the module's call count when that parent call began.
+    let mut legacy_base: HashMap<(String, String), usize> = HashMap::new();
     // Innermost raw path -> the ops its latest call ran.
     let mut leaf_ops: HashMap<String, HashSet<String>> = HashMap::new();
     for v in values {
@@ -157,12 +159,24 @@ pub fn assign_keys(
                         Some(&call) => call,
                         None => {
                             let counter = counters.entry(norm.clone()).or_insert(0);
-                            *counter += 1;
-                            legacy_calls.insert(seen, *counter - 1);
+                            // `relu_1` is the second call even when the first left no node
+                            // (ONNX Runtime fused it into the Conv before it): the number
+                            // counts from the calls of the module made before this parent
+                            // call, not from the nodes seen.
+                            let base = named_calls.then(|| {
+                                let parent = (key.clone(), norm.clone());
+                                *legacy_base.entry(parent).or_insert(*counter)
+                            });
+                            let call = match (base, legacy_suffix(&level.path, norm)) {
+                                (Some(base), Some(n)) => base + n,
+                                _ => *counter,
+                            };
+                            *counter = (*counter).max(call + 1);
+                            legacy_calls.insert(seen, call);
                             if depth + 1 == levels.len() {
                                 leaf_ops.remove(&innermost);
                             }
-                            *counter - 1
+                            call
                         }
                     }
                 }
@@ -183,6 +197,18 @@ pub fn assign_keys(
         keys[i] = next.or(prev).cloned();
     }
     keys
+}
+
+/// The call number in a legacy-exported scope name: `N` when the raw path's last segment is
+/// the normalised one's plus `_N` (`layer1.0.relu_1` for `layer1.0.relu`).
+fn legacy_suffix(raw: &str, norm: &str) -> Option<usize> {
+    let raw_last = raw.rsplit('.').next()?;
+    let norm_last = norm.rsplit('.').next()?;
+    raw_last
+        .strip_prefix(norm_last)?
+        .strip_prefix('_')?
+        .parse()
+        .ok()
 }
 
 /// The innermost module path of a key (`layer1.0.relu` for `layer1#0/.../layer1.0.relu#1`).
@@ -254,6 +280,21 @@ mod tests {
         assert_eq!(keys[0].as_deref(), Some("b#0/b.relu#0"));
         assert_eq!(keys[1].as_deref(), Some("b#0/b.relu#1"));
         assert_eq!(key_path(keys[1].as_ref().unwrap()), "b.relu");
+    }
+
+    #[test]
+    fn legacy_suffix_numbers_the_call_when_an_earlier_call_left_no_node() {
+        let torch: HashSet<String> = ["b", "b.relu", "b.conv2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // `relu` (call 0) was fused into the Conv before it: only `relu_1` has a node.
+        let mut values = vec![value(0, &["b", "b.conv2"]), value(1, &["b", "b.relu_1"])];
+        for v in &mut values {
+            v.node = format!("/{}/Op", v.scope[1].path);
+        }
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[1].as_deref(), Some("b#0/b.relu#1"));
     }
 
     #[test]

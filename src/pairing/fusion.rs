@@ -1,0 +1,142 @@
+//! The fusion passes: one ONNX node that computes several TorchScript modules.
+//!
+//! Exporters and optimisers fold a module into its neighbour. The legacy exporter folds a
+//! BatchNorm into the Conv before it and keeps the conv's scope, and ONNX Runtime's saved
+//! graphs fold the activation too (`FusedConv`), so the node that `module_output` paired
+//! with the conv computes a later module's output (`fuse_consumers_into_node`). The dynamo
+//! exporter keeps the BatchNorm's scope instead, so the conv has no node of its own
+//! (`fuse_producer_into_node`). The values choose between the structurally possible
+//! owners, so no pair made here is certain.
+
+use super::ops::{compatible, folds_into_conv, torch_families};
+use super::scopes::key_path;
+use super::{relative_distance, same_shape, PairedBy, Pairer};
+use std::collections::HashMap;
+
+/// The most modules one ONNX node is taken to compute after the one it is named for
+/// (Conv, BatchNorm, activation, and one more for a bias or clip).
+const MAX_FUSED_CHAIN: usize = 3;
+
+impl Pairer<'_> {
+    /// Output value of every leaf module call, and every normalisation that is a functional
+    /// op of a module with children (timm's BatchNormAct2d calls F.batch_norm, then its own
+    /// `act`), with the module path, in execution order.
+    fn module_outputs(&self) -> Vec<(usize, String)> {
+        let tv = &self.torch.values;
+        let mut outputs: Vec<(usize, String)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, _)| self.is_leaf_group(k))
+            .filter_map(|(k, ids)| {
+                self.representatives(k, ids)
+                    .first()
+                    .map(|&id| (id, key_path(k).to_string()))
+            })
+            .collect();
+        outputs.extend(
+            self.torch_groups
+                .iter()
+                .filter(|(k, _)| !self.is_leaf_group(k))
+                .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, key_path(k).to_string())))
+                .filter(|&(id, _)| folds_into_conv(&tv[id].op)),
+        );
+        outputs.sort();
+        outputs
+    }
+
+    /// A paired module whose ONNX node also computes the unpaired modules after it. The
+    /// chain of unpaired consumers is weighed as a whole, since a step of it (the
+    /// BatchNorm before a ReLU) can be further from the fused output than the one before.
+    pub(super) fn fuse_consumers_into_node(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let outputs = self.module_outputs();
+        let path_of: HashMap<usize, String> = outputs.iter().cloned().collect();
+        for &(u, _) in &outputs {
+            let Some(o) = self.state.twin(u) else {
+                continue;
+            };
+            let mut chain = vec![u];
+            while chain.len() <= MAX_FUSED_CHAIN {
+                let last = *chain.last().expect("non-empty");
+                let next = outputs.iter().map(|&(v, _)| v).find(|&v| {
+                    v > last
+                        && tv[v].inputs.contains(&last)
+                        && !self.state.is_paired(v)
+                        && !self.state.accounted(v)
+                        && same_shape(&tv[v], &ov[o])
+                });
+                match next {
+                    Some(v) => chain.push(v),
+                    None => break,
+                }
+            }
+            if chain.len() == 1 {
+                continue;
+            }
+            // Spilled data is read back for the values involved, then dropped.
+            let Ok(x) = ov[o].data() else { continue };
+            let distances: Vec<f64> = chain
+                .iter()
+                .map(|&t| {
+                    tv[t]
+                        .data()
+                        .map_or(f64::INFINITY, |d| relative_distance(&x, &d))
+                })
+                .collect();
+            let best = (0..chain.len())
+                .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
+                .expect("non-empty");
+            if best == 0 || !distances[best].is_finite() {
+                continue;
+            }
+            let v = chain[best];
+            self.state.unassign(u);
+            self.state.assign(v, o, PairedBy::Fusion, false);
+            let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
+            for &absorbed in &chain[..best] {
+                fused.push(absorbed);
+                let reason = format!(
+                    "fused into ONNX node {} (compared after {})",
+                    ov[o].node, path_of[&v]
+                );
+                self.state.reason.insert(absorbed, (reason, true));
+            }
+            self.state.fused_into.insert(v, fused);
+        }
+    }
+
+    /// An unpaired conv whose consumer module is paired with a node of the conv's own kind
+    /// (a Conv carrying the BatchNorm's scope): the conv is fused into that node.
+    pub(super) fn fuse_producer_into_node(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let outputs = self.module_outputs();
+        for &(u, _) in &outputs {
+            if self.state.is_paired(u) || self.state.accounted(u) {
+                continue;
+            }
+            let consumer = outputs
+                .iter()
+                .find(|&&(v, _)| tv[v].inputs.contains(&u) && self.state.is_paired(v));
+            let Some(&(v, ref v_path)) = consumer else {
+                continue;
+            };
+            let o = self.state.twin(v).expect("paired");
+            let conv = torch_families(&tv[u].op).contains(&"conv");
+            if conv && compatible(&tv[u].op, &ov[o].op) {
+                self.state.fused_into.entry(v).or_default().push(u);
+                self.state.rebind(v, o, PairedBy::FusedProducer, false);
+                let reason = format!(
+                    "fused into ONNX node {} (compared after {v_path})",
+                    ov[o].node
+                );
+                self.state.reason.insert(u, (reason, true));
+            }
+        }
+    }
+}

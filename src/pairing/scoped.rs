@@ -1,0 +1,257 @@
+//! The passes that pair by scope and order: module outputs, functional ops inside a scope,
+//! and the whole-graph alignment for a graph without scopes; and the reasons given to the
+//! values of a call that found no twin.
+
+use super::ops::{compatible, torch_families, vanishes_in_onnx};
+use super::scopes::key_path;
+use super::{align, is_layer_candidate, relative_distance, same_shape, subtree, PairedBy, Pairer};
+
+impl Pairer<'_> {
+    /// A leaf module call's output is the last ONNX value of the same call with its shape.
+    /// Certain when that is the call's only value of the module's kind and shape.
+    pub(super) fn pair_module_outputs(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let groups: Vec<(String, Vec<usize>)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, _)| self.is_leaf_group(k))
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect();
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        for (key, t_ids) in groups {
+            let o_ids = subtree(&self.onnx_groups, &key);
+            if o_ids.is_empty() {
+                self.leave_group(&key, &t_ids);
+                continue;
+            }
+            if let Some(&t) = self.representatives(&key, &t_ids).first() {
+                let fitting = |o: &usize| same_shape(&tv[t], &ov[*o]);
+                if let Some(&o) = o_ids.iter().rev().find(|o| fitting(o)) {
+                    let kind = |o: &&usize| fitting(o) && compatible(&tv[t].op, &ov[**o].op);
+                    let certain =
+                        o_ids.iter().filter(kind).count() == 1 && self.placed_by_scope(t, o);
+                    self.state.assign(t, o, PairedBy::ModuleOutput, certain);
+                    for &other in o_ids.iter().filter(|&&i| i != o) {
+                        self.state
+                            .absorbed
+                            .insert(other, key_path(&key).to_string());
+                    }
+                }
+            }
+            self.explain_in_scope(&key, &t_ids);
+        }
+    }
+
+    /// The functional ops of a scope with child modules (or the top level) pair with the
+    /// ONNX values of the same scope by compatible kind, shape and order.
+    pub(super) fn pair_ops_in_scope(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let groups: Vec<(String, Vec<usize>)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, _)| !self.is_leaf_group(k))
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect();
+        for (key, t_ids) in groups {
+            let o_ids = self.onnx_groups.get(&key).cloned().unwrap_or_default();
+            if o_ids.is_empty() {
+                self.leave_group(&key, &t_ids);
+                continue;
+            }
+            let reps = self.representatives(&key, &t_ids);
+            for (t, o, certain) in self.align_by_order(&reps, &o_ids) {
+                self.state.assign(t, o, PairedBy::OpOrder, certain);
+            }
+            self.explain_in_scope(&key, &t_ids);
+        }
+    }
+
+    /// Graphs without scopes (run through a simplifier) still keep op order: align every
+    /// TorchScript layer output with the whole ONNX graph. Never certain: nothing but the
+    /// order says two values are one call.
+    pub(super) fn pair_globally(&mut self) {
+        if self.onnx_has_scopes {
+            return;
+        }
+        let mut reps: Vec<usize> = self
+            .torch_groups
+            .iter()
+            .flat_map(|(k, ids)| self.representatives(k, ids))
+            .collect();
+        reps.sort();
+        let onnx_ids: Vec<usize> = self
+            .onnx
+            .values
+            .iter()
+            .filter(|v| is_layer_candidate(v))
+            .map(|v| v.id)
+            .collect();
+        for (t, o, _) in self.align_by_order(&reps, &onnx_ids) {
+            self.state.assign(t, o, PairedBy::GlobalOrder, false);
+        }
+        let groups: Vec<(String, Vec<usize>)> = self
+            .torch_groups
+            .iter()
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect();
+        for (key, ids) in groups {
+            self.explain_unpaired(
+                &key,
+                &ids,
+                "the ONNX graph has no scopes and no compatible op in order",
+            );
+        }
+    }
+
+    /// A module call whose output some pass paired covers the values inside it.
+    pub(super) fn account_module_internals(&mut self) {
+        let groups: Vec<(String, Vec<usize>)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, ids)| {
+                self.is_leaf_group(k) && ids.iter().any(|id| self.state.is_paired(*id))
+            })
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect();
+        for (key, ids) in groups {
+            self.explain_unpaired(&key, &ids, "");
+        }
+    }
+
+    /// Pairs TorchScript values with ONNX values of compatible kind and shape, keeping the
+    /// order of both. The alignment fixes each pair's place, not always its ONNX value: when
+    /// several unpaired candidates fit between the neighbouring pairs (a decomposition whose
+    /// partial results have the op's shape), the values choose the one that completes the
+    /// op, and the pair is not certain. Returns (torch id, onnx id, certain).
+    fn align_by_order(&self, reps: &[usize], o_ids: &[usize]) -> Vec<(usize, usize, bool)> {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let fits = |i: usize, j: usize| {
+            let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
+            same_shape(t, o) && compatible(&t.op, &o.op)
+        };
+        let found = align::align(reps.len(), o_ids.len(), fits);
+        let mut out = Vec::with_capacity(found.len());
+        let mut lower = 0;
+        for (k, &(i, j)) in found.iter().enumerate() {
+            let upper = found.get(k + 1).map_or(o_ids.len(), |&(_, next)| next);
+            let candidates: Vec<usize> = (lower..upper)
+                .filter(|&c| c == j || (fits(i, c) && !self.state.is_taken(o_ids[c])))
+                .collect();
+            let chosen = if candidates.len() > 1 {
+                self.closest(reps[i], &candidates, o_ids).unwrap_or(j)
+            } else {
+                j
+            };
+            // Certain only when the scope leaves no choice at all: this is the one ONNX
+            // value of its kind and shape in the scope, and the TorchScript value the one
+            // of its kind and shape (the window between neighbours can be wrong itself).
+            let certain = candidates.len() == 1
+                && (0..o_ids.len()).filter(|&c| fits(i, c)).count() == 1
+                && (0..reps.len()).filter(|&r| fits(r, chosen)).count() == 1
+                && self.placed_by_scope(reps[i], o_ids[chosen]);
+            out.push((reps[i], o_ids[chosen], certain));
+            lower = chosen + 1;
+        }
+        out
+    }
+
+    /// Whether a pair's scope can vouch for it: the ONNX node records its own scope (a node
+    /// an optimiser added joins the call it feeds only by position) and the value computes
+    /// something (layout ops commute and repeat, one Transpose looks like another).
+    fn placed_by_scope(&self, t: usize, o: usize) -> bool {
+        self.onnx.values[o].scope_recorded
+            && !torch_families(&self.torch.values[t].op).contains(&"layout")
+    }
+
+    /// The candidate (index into `o_ids`) whose value is closest to TorchScript value `t`,
+    /// the later one on a tie; `None` when some data is not at hand.
+    fn closest(&self, t: usize, candidates: &[usize], o_ids: &[usize]) -> Option<usize> {
+        let reference = self.torch.values[t].data().ok()?;
+        let mut best: Option<(f64, usize)> = None;
+        for &c in candidates.iter().rev() {
+            let test = self.onnx.values[o_ids[c]].data().ok()?;
+            let d = relative_distance(&test, &reference);
+            if best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// Reasons for the values of a scoped group that found no twin in their scope.
+    fn explain_in_scope(&mut self, key: &str, t_ids: &[usize]) {
+        let otherwise = format!(
+            "no ONNX op of a compatible kind and shape in scope '{}'",
+            key_path(key)
+        );
+        self.explain_unpaired(key, t_ids, &otherwise);
+    }
+
+    /// Gives every value of group `key` that found no ONNX twin its reason, and whether it
+    /// still counts as covered; `otherwise` is the reason when nothing explains it.
+    fn explain_unpaired(&mut self, key: &str, t_ids: &[usize], otherwise: &str) {
+        let call_compared = t_ids.iter().any(|&id| self.state.is_paired(id));
+        for &id in t_ids {
+            if self.state.is_paired(id) {
+                continue;
+            }
+            let op = &self.torch.values[id].op;
+            let reason = if vanishes_in_onnx(op) {
+                ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else if op == "prim::Loop" {
+                // The body's values are observed per iteration and paired with the unrolled
+                // ONNX nodes; the loop's result is the last iteration's value.
+                (
+                    "a loop's result is its last iteration's value, compared inside the loop"
+                        .to_string(),
+                    true,
+                )
+            } else if self.is_leaf_group(key) && call_compared {
+                (format!("internal to module {}", key_path(key)), true)
+            } else if torch_families(op).contains(&"layout") {
+                (
+                    "layout op without an ONNX twin (the exporter merged or folded it); it computes nothing to compare".to_string(),
+                    true,
+                )
+            } else {
+                (otherwise.to_string(), false)
+            };
+            self.state.reason.insert(id, reason);
+        }
+    }
+
+    /// Reasons for a call whose scope has no ONNX node at all.
+    fn leave_group(&mut self, key: &str, t_ids: &[usize]) {
+        let path = key_path(key);
+        let nested = format!("{path}.");
+        // The ONNX twin exists but sits inside an If branch or Loop body, where no value can
+        // be a graph output: the control-flow node's result is compared instead.
+        let in_subgraph = self
+            .onnx
+            .uncapturable
+            .iter()
+            .filter(|_| !path.is_empty())
+            .find(|u| u.module == path || u.module.starts_with(&nested));
+        for &id in t_ids {
+            let op = &self.torch.values[id].op;
+            let reason = if vanishes_in_onnx(op) {
+                ("identity in eval mode; ONNX drops it".to_string(), true)
+            } else if let Some(u) = in_subgraph {
+                (
+                    format!(
+                        "its ONNX twin is inside a control-flow subgraph ({}); compared through that node's result",
+                        u.reason.split(';').next().unwrap_or_default()
+                    ),
+                    true,
+                )
+            } else {
+                (format!("no ONNX node carries the scope '{path}'"), false)
+            };
+            self.state.reason.insert(id, reason);
+        }
+    }
+}
