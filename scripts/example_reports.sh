@@ -3,9 +3,9 @@
 # --check fails (exit 1) when one of them is not what the binary writes today.
 #
 # The examples come from committed fixtures, so they need no export and take about a second
-# each: resnet_tiny (tests/fixtures/resnet_tiny_legacy, a clean pass) as HTML, Markdown and
-# JUnit, and the planted fault fault_conv_weight (the same network with one output channel of
-# a conv scaled by 1.05) as HTML, Markdown, JUnit, JSON and its repro bundle. They run from the
+# each: resnet_tiny (tests/fixtures/resnet_tiny_legacy, a clean pass) as the terminal table,
+# HTML, Markdown and JUnit, and the planted fault fault_conv_weight (the same network with one
+# output channel of a conv scaled by 1.05) as these, JSON and its repro bundle. They run from the
 # repository root with relative paths and --threads 2, so the reports name files as a checkout
 # sees them and do not depend on the machine's core count.
 #
@@ -13,7 +13,8 @@
 # ones after blanking what legitimately changes from run to run: timings, peak memory, version
 # strings, the output folder and the checkout's absolute path (.npz files are compared by their
 # arrays, since their zip entries carry timestamps). Figures at rounding level come from the
-# CPU's float arithmetic: on another CPU family an example may need regenerating.
+# CPU's float arithmetic: on another CPU family an example may need regenerating. The README
+# quotes the first lines of the fault's terminal report; --check fails when it no longer does.
 #
 #   scripts/example_reports.sh            # regenerate (builds target/debug/align-check first)
 #   scripts/example_reports.sh --check    # what scripts/test.sh runs after cargo test
@@ -53,10 +54,11 @@ fi
 report() {
     local name="$1" fixture="tests/fixtures/$2"
     shift 2
-    # A failing check (exit 1) is what the fault example shows; anything else is an error.
+    # The terminal report is stdout (no colour off a terminal). A failing check (exit 1) is
+    # what the fault example shows; anything else is an error.
     "$bin" "$fixture/model.pt" "$fixture/model.onnx" --inputs "$fixture/inputs.npz" \
         --threads 2 --html "$out/$name.html" --markdown "$out/$name.md" \
-        --junit "$out/$name.junit.xml" -q "$@" || [ $? -eq 1 ]
+        --junit "$out/$name.junit.xml" "$@" >"$out/$name.txt" || [ $? -eq 1 ]
 }
 report resnet_tiny resnet_tiny_legacy
 report fault_conv_weight fault_conv_weight --json "$out/fault_conv_weight.json" \
@@ -72,8 +74,7 @@ normalize() {
     sed -E \
         -e "s#$out#$committed#g" \
         -e "s#$repo/##g" \
-        -e 's/[0-9]+(\.[0-9]+)? ms\b/N ms/g' \
-        -e 's/ · [0-9.]+ s</ · N s</g' \
+        -e 's/[0-9]+(\.[0-9]+)? (ms|s)\b/N s/g' \
         -e 's/time="[0-9.]+"/time="N"/g' \
         -e 's/"([a-z_]+_s)": [-+0-9.eE]+/"\1": N/g' \
         -e 's/"peak_rss_bytes": [0-9]+/"peak_rss_bytes": N/g' \
@@ -119,6 +120,15 @@ while IFS= read -r f; do
         stale=1
     fi
 done < <(cd "$committed" && find . -type f | sed 's#^\./##' | sort)
+
+# The README's excerpt of the terminal report: its first three lines, verbatim.
+excerpt="$(head -3 "$out/fault_conv_weight.txt")"
+if ! grep -qF -- "$(head -1 <<<"$excerpt")" README.md \
+    || [ "$(grep -cxF -f <(printf '%s\n' "$excerpt") README.md)" -lt 3 ]; then
+    echo "example_reports.sh: README.md no longer quotes the first lines of fault_conv_weight.txt:" >&2
+    printf '%s\n' "$excerpt" >&2
+    stale=1
+fi
 
 if [ "$stale" -ne 0 ]; then
     echo "example_reports.sh: regenerate with scripts/example_reports.sh and commit reports/example/" >&2
