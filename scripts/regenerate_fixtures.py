@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the fixture generators of fixtures_lib/generators.py: all of them, the named ones, or
 (--missing, what scripts/test.sh does) those whose fixtures are not there. It first checks
-that README.md names every one of them.
+that README.md names every one of them and that docs/development.md has their table.
 
 Each generator runs as its own process with this interpreter, in the listed order, and a
 failing one stops the run with its exit status: later families may read what it writes.
@@ -27,12 +27,29 @@ def missing(generator):
     return not os.path.exists(os.path.join(REPO, generator.marker))
 
 
-def unnamed_in_readme():
-    """The generators README.md does not name (its Development section lists them all, so
-    that what test.sh regenerates and what a reader is told are the same list)."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    return [g.script for g in GENERATORS if f"`scripts/{g.script}`" not in readme]
+def table():
+    """The generators as the Markdown table docs/development.md holds."""
+    rows = ["| script | writes | size | in git | time |", "|---|---|---|---|---|"]
+    rows += [f"| `scripts/{g.script}` | {g.writes} | {g.size} "
+             f"| {'yes' if g.committed else 'no'} | {g.seconds} s |" for g in GENERATORS]
+    return rows
+
+
+def docs_out_of_date():
+    """What the docs say wrongly about the generators, one line each.
+
+    README.md names every generator (its Development section) and docs/development.md holds
+    `table()`, so that what test.sh regenerates and what a reader is told are the same list.
+    """
+    def read(path):
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            return f.read()
+    readme, development = read("README.md"), read("docs/development.md").splitlines()
+    problems = [f"README.md does not name scripts/{g.script}" for g in GENERATORS
+                if f"`scripts/{g.script}`" not in readme]
+    if any(row not in development for row in table()):
+        problems.append("docs/development.md's generator table is not the one --list prints")
+    return problems
 
 
 def main():
@@ -41,20 +58,18 @@ def main():
     ap.add_argument("--missing", action="store_true",
                     help="run only the generators whose marker file is missing")
     ap.add_argument("--list", action="store_true",
-                    help="print the generators as a Markdown table and exit")
+                    help="print the generators as the Markdown table of "
+                         "docs/development.md and exit")
     args = ap.parse_args()
     if args.list:
-        print("| script | writes | size | in git | time |")
-        print("|---|---|---|---|---|")
-        for g in GENERATORS:
-            print(f"| `scripts/{g.script}` | {g.writes} | {g.size} "
-                  f"| {'yes' if g.committed else 'no'} | {g.seconds} s |")
+        print("\n".join(table()))
         return 0
-    unnamed = unnamed_in_readme()
-    if unnamed:
-        print(f"regenerate_fixtures: README.md does not name {', '.join(unnamed)}; list every "
-              "generator of fixtures_lib/generators.py in its Development section",
-              file=sys.stderr)
+    problems = docs_out_of_date()
+    if problems:
+        for problem in problems:
+            print(f"regenerate_fixtures: {problem}", file=sys.stderr)
+        print("regenerate_fixtures: the generators are fixtures_lib/generators.py; update the "
+              "docs to match (--list prints the table)", file=sys.stderr)
         return 1
     known = {g.script for g in GENERATORS}
     unknown = [n for n in args.names if os.path.basename(n) not in known]
