@@ -1,4 +1,4 @@
-"""Prints the tolerance calibration table the README shows: for every fixture, the largest
+"""Prints the tolerance calibration table of docs/tolerances.md: for every fixture, the largest
 error relative to range over its layers (clean fixtures) or at the planted fault, the first
 divergence, and coverage. Uses the debug build of align-check; run scripts/test.sh first.
 

@@ -1,41 +1,137 @@
 #!/usr/bin/env bash
-# Regenerates the committed example reports in reports/example/ (linked from the README):
-# the bundled demo (MobileNetV3-Small, clean) and the planted fault fault_conv_weight (one
-# output channel of a conv scaled by 1.05), each as HTML, Markdown and JUnit, plus the
-# fault's repro bundle. Runs from the repository root with relative paths, so the reports
-# name files as a checkout sees them, not as this machine does. Screenshots are refreshed when
-# Chromium is installed (scripts/screenshot.sh says how to get it).
+# Writes the committed example reports in reports/example/ (linked from the README), or with
+# --check fails (exit 1) when one of them is not what the binary writes today.
 #
-#   scripts/example_reports.sh
+# The examples come from committed fixtures, so they need no export and take about a second
+# each: resnet_tiny (tests/fixtures/resnet_tiny_legacy, a clean pass) as the terminal table,
+# HTML, Markdown and JUnit, and the planted fault fault_conv_weight (the same network with one
+# output channel of a conv scaled by 1.05) as these, JSON and its repro bundle. They run from the
+# repository root with relative paths and --threads 2, so the reports name files as a checkout
+# sees them and do not depend on the machine's core count.
+#
+# --check writes the same reports into a temporary folder and compares them with the committed
+# ones after blanking what legitimately changes from run to run: timings, peak memory, version
+# strings, the output folder and the checkout's absolute path (.npz files are compared by their
+# arrays, since their zip entries carry timestamps). Figures at rounding level come from the
+# CPU's float arithmetic: on another CPU family an example may need regenerating. The README
+# quotes the first lines of the fault's terminal report; --check fails when it no longer does.
+#
+#   scripts/example_reports.sh            # regenerate (builds target/debug/align-check first)
+#   scripts/example_reports.sh --check    # what scripts/test.sh runs after cargo test
+#
+# ALIGN_CHECK_BIN=PATH runs another binary instead (and skips the build).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-bash scripts/bootstrap.sh >/dev/null
-cargo build --quiet
-bin=./target/debug/align-check
-out=reports/example
-mkdir -p "$out"
+mode=write
+case "${1:-}" in
+    --check) mode=check ;;
+    "") ;;
+    *) echo "usage: scripts/example_reports.sh [--check]" >&2; exit 2 ;;
+esac
 
-# The demo pair is exported into reports/demo/ (ignored by git), as scripts/demo.sh does.
-.venv/bin/python scripts/make_demo.py reports/demo
-report() {
-    local name="$1" dir="$2"
-    shift 2
-    local args=("$dir/model.pt" "$dir/model.onnx" --inputs "$dir/inputs.npz"
-        --html "$out/$name.html" --markdown "$out/$name.md" --junit "$out/$name.junit.xml" -q)
-    # A failing check (exit 1) is what the fault example shows.
-    "$bin" "${args[@]}" "$@" || [ $? -eq 1 ]
-}
-report demo reports/demo
-rm -rf "$out/fault_conv_weight.repro"
-report fault_conv_weight tests/fixtures/fault_conv_weight --repro "$out/fault_conv_weight.repro"
-
-if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
-    for name in demo fault_conv_weight; do
-        bash scripts/screenshot.sh "$out/$name.html" "$out/$name.png"
-    done
-else
-    echo "example_reports.sh: no Chromium, screenshots left as they were" >&2
+bin="${ALIGN_CHECK_BIN:-${CARGO_TARGET_DIR:-target}/debug/align-check}"
+if [ "$mode" = write ] && [ -z "${ALIGN_CHECK_BIN:-}" ]; then
+    cargo build --quiet
 fi
-echo "wrote $(ls "$out" | tr '\n' ' ')"
+if [ ! -x "$bin" ]; then
+    echo "example_reports.sh: no align-check binary at $bin (cargo build, or set ALIGN_CHECK_BIN)" >&2
+    exit 2
+fi
+
+committed=reports/example
+if [ "$mode" = check ]; then
+    out="$(mktemp -d)"
+    trap 'rm -rf "$out"' EXIT
+else
+    # Only this script writes here: what it no longer makes must not linger.
+    rm -rf "$committed"
+    mkdir -p "$committed"
+    out="$committed"
+fi
+
+report() {
+    local name="$1" fixture="tests/fixtures/$2"
+    shift 2
+    # The terminal report is stdout (no colour off a terminal). A failing check (exit 1) is
+    # what the fault example shows; anything else is an error.
+    "$bin" "$fixture/model.pt" "$fixture/model.onnx" --inputs "$fixture/inputs.npz" \
+        --threads 2 --html "$out/$name.html" --markdown "$out/$name.md" \
+        --junit "$out/$name.junit.xml" "$@" >"$out/$name.txt" || [ $? -eq 1 ]
+}
+report resnet_tiny resnet_tiny_legacy
+report fault_conv_weight fault_conv_weight --json "$out/fault_conv_weight.json" \
+    --repro "$out/fault_conv_weight.repro"
+
+if [ "$mode" = write ]; then
+    echo "wrote $(cd "$out" && find . -type f | sort | tr '\n' ' ')"
+    exit 0
+fi
+
+# What may differ between two runs of the same code, blanked on both sides.
+normalize() {
+    sed -E \
+        -e "s#$out#$committed#g" \
+        -e "s#$repo/##g" \
+        -e 's/[0-9]+(\.[0-9]+)? (ms|s)\b/N s/g' \
+        -e 's/time="[0-9.]+"/time="N"/g' \
+        -e 's/"([a-z_]+_s)": [-+0-9.eE]+/"\1": N/g' \
+        -e 's/"peak_rss_bytes": [0-9]+/"peak_rss_bytes": N/g' \
+        -e 's/[0-9]+\.[0-9]+\.[0-9]+(\+[A-Za-z0-9.]+)?/VERSION/g' \
+        "$1"
+}
+
+same_arrays() {
+    .venv/bin/python -c '
+import sys
+import numpy as np
+a, b = (np.load(p) for p in sys.argv[1:])
+same = sorted(a.files) == sorted(b.files) and all(
+    a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k], equal_nan=True) for k in a.files)
+sys.exit(0 if same else 1)' "$1" "$2"
+}
+
+stale=0
+while IFS= read -r f; do
+    fresh="$out/$f" kept="$committed/$f"
+    if [ ! -f "$kept" ]; then
+        echo "example_reports.sh: $kept is not committed" >&2
+        stale=1
+        continue
+    fi
+    case "$f" in
+        *.npz) same_arrays "$fresh" "$kept" && continue ;;
+        *.onnx) cmp -s "$fresh" "$kept" && continue ;;
+        *) diff -q <(normalize "$fresh") <(normalize "$kept") >/dev/null && continue ;;
+    esac
+    stale=1
+    case "$f" in
+        *.npz | *.onnx) echo "example_reports.sh: $kept is stale (its contents differ)" >&2 ;;
+        *)
+            echo "example_reports.sh: $kept is stale; first differences (< committed, > now):" >&2
+            diff <(normalize "$kept") <(normalize "$fresh") | head -6 >&2 || true
+            ;;
+    esac
+done < <(cd "$out" && find . -type f | sed 's#^\./##' | sort)
+while IFS= read -r f; do
+    if [ ! -f "$out/$f" ]; then
+        echo "example_reports.sh: $committed/$f is no longer written" >&2
+        stale=1
+    fi
+done < <(cd "$committed" && find . -type f | sed 's#^\./##' | sort)
+
+# The README's excerpt of the terminal report: its first three lines, verbatim.
+excerpt="$(head -3 "$out/fault_conv_weight.txt")"
+if ! grep -qF -- "$(head -1 <<<"$excerpt")" README.md \
+    || [ "$(grep -cxF -f <(printf '%s\n' "$excerpt") README.md)" -lt 3 ]; then
+    echo "example_reports.sh: README.md no longer quotes the first lines of fault_conv_weight.txt:" >&2
+    printf '%s\n' "$excerpt" >&2
+    stale=1
+fi
+
+if [ "$stale" -ne 0 ]; then
+    echo "example_reports.sh: regenerate with scripts/example_reports.sh and commit reports/example/" >&2
+    exit 1
+fi
+echo "example_reports.sh: reports/example/ is up to date"

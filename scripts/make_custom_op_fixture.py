@@ -26,15 +26,14 @@ import subprocess
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from torch import nn
 
-from fixtures_lib import export as ex  # noqa: E402
+from fixtures_lib import export as ex
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "custom_op_lib_legacy")

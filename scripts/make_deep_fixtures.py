@@ -20,7 +20,6 @@ Run with the pinned interpreter: .venv/bin/python scripts/make_deep_fixtures.py
 import json
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -28,8 +27,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib.calibrate import recalibrate_batchnorm  # noqa: E402
+from fixtures_lib.calibrate import recalibrate_batchnorm
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(REPO, "tests", "fixtures", "deep")

@@ -20,7 +20,6 @@ It overwrites tests/fixtures/drift/ and nothing else.
 
 import json
 import os
-import sys
 import warnings
 
 import numpy as np
@@ -28,9 +27,8 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib.manifest import fresh_folder  # noqa: E402
+from fixtures_lib import export as ex
+from fixtures_lib.manifest import fresh_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCKS = 16

@@ -26,16 +26,15 @@ import io
 import os
 import shutil
 import zipfile
-import sys
 import tempfile
 import warnings
 
 import onnx
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib.manifest import fresh_folder  # noqa: E402
+from fixtures_lib import driver
+from fixtures_lib import export as ex
+from fixtures_lib.manifest import fresh_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,6 +136,7 @@ def write_version_stamped(out):
 
 
 def main():
+    driver.pin_hash_seed()  # scripted models: constants in hash order
     torch.manual_seed(0)
     out = fresh_folder(os.path.join(REPO, "tests", "fixtures"), "first_contact")
     model = TinyNet().eval()

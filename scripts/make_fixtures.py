@@ -8,7 +8,9 @@ inputs and change one thing in its ONNX. The manifest says what each fixture exe
 TorchScript module paths align-check must list, and for faults where the first divergence is.
 Every fixture is then checked: ONNX Runtime against TorchScript within 1e-4 (clean) or apart by
 more than 1e-3 (fault, at the planted node). A dynamo export that fails is recorded, not fatal;
-any failed check makes the script exit 1.
+any failed check makes the script exit 1. What every spec family does alike (seeds, exports,
+manifest entries, planting, checks) is fixtures_lib/driver.py; this file is the zoo's specs
+and faults.
 
 Run with the pinned interpreter: .venv/bin/python scripts/make_fixtures.py
 It overwrites its own fixture folders and manifest.json and nothing else; for a given checkout
@@ -17,41 +19,47 @@ model.pt embeds the absolute path of fixtures_lib/models.py in its source ranges
 """
 
 import argparse
+import functools
 import json
 import os
-import shutil
-import sys
-import time
-import traceback
-import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx
+import torch
 
-import onnx  # noqa: E402
-import torch  # noqa: E402
-
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib import faults, models, verify  # noqa: E402
-from fixtures_lib.manifest import entry, first_line, folder_size, fresh_folder  # noqa: E402
+from fixtures_lib import driver
+from fixtures_lib import export as ex
+from fixtures_lib import faults, models, verify
+from fixtures_lib.hostile import make_hostile_names
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-CLEAN_ATOL = 1e-4
-FAULT_MIN_DIFF = 1e-3
 
 
 def randn(*shape):
     return torch.randn(*shape)
 
 
-# Clean model specs. `make` builds the eager model and its example inputs from the seeded RNG;
-# the seed depends only on the spec name, so the legacy and dynamo variants (and the faults
-# derived from them) share weights and inputs exactly.
+def check_conv_bn_negatives(model, inputs):
+    """The in-place relu1 would hide conv1/bn1 negatives; make sure there are some to hide."""
+    seen = {}
+    hooks = [getattr(model, n).register_forward_hook(
+        lambda m, i, o, n=n: seen.__setitem__(n, o.detach().clone())) for n in ("conv1", "bn1")]
+    with torch.no_grad():
+        model(*inputs)
+    for h in hooks:
+        h.remove()
+    for n, t in seen.items():
+        assert (t < 0).any(), f"conv_bn: {n} output has no negative values"
+
+
+# Clean model specs (the schema is in fixtures_lib/driver.py's Family). `make` builds the eager
+# model and its example inputs from the seeded RNG; the seed depends only on the spec name, so
+# the legacy and dynamo variants (and the faults derived from them) share weights and inputs.
 SPECS = {
     "conv_bn": dict(
         make=lambda: (models.ConvBn(), [randn(1, 3, 32, 32)]),
         inputs=["input"], outputs=["output"], exporters=["legacy", "dynamo"],
-        exercises=["bn_fusion", "inplace_relu"],
+        check=check_conv_bn_negatives, exercises=["bn_fusion", "inplace_relu"],
         notes="relu1 is in place: it overwrites bn1's output. conv1 and bn1 outputs have "
               "negative values (asserted). ONNX has one Conv per conv/bn pair whose output "
               "equals bn1/bn2, not conv1/conv2."),
@@ -145,123 +153,26 @@ DYNAMO_FAILURE_NOTES = {
 }
 
 
-def seed_for(spec_name):
-    return zlib.crc32(SPECS[spec_name].get("seed_of", spec_name).encode()) & 0x7FFFFFFF
+def expected_modules(model_pt, eager_model):
+    return {"expected_modules": ex.expected_modules(model_pt, eager_model)}
 
 
-def build_model(spec_name):
-    """Fresh eager model + inputs, deterministic for the spec, in eval mode."""
-    torch.manual_seed(seed_for(spec_name))
-    model, inputs = SPECS[spec_name]["make"]()
-    models.randomize_norm_stats(model)
-    return model.eval(), inputs
+# One dynamo node's metadata per dynamo fixture, printed by --show-dynamo-metadata.
+DYNAMO_EXAMPLES = {}
 
 
-
-def to_torchscript(spec, model, inputs):
-    if spec.get("scripted"):
-        return torch.jit.script(model)
-    return ex.trace_inlining_autograd_functions(model, inputs)
-
-
-def check_conv_bn_negatives(model, inputs):
-    """The in-place relu1 would hide conv1/bn1 negatives; make sure there are some to hide."""
-    seen = {}
-    hooks = [getattr(model, n).register_forward_hook(
-        lambda m, i, o, n=n: seen.__setitem__(n, o.detach().clone())) for n in ("conv1", "bn1")]
-    with torch.no_grad():
-        model(*inputs)
-    for h in hooks:
-        h.remove()
-    for n, t in seen.items():
-        assert (t < 0).any(), f"conv_bn: {n} output has no negative values"
+def dynamo_scopes(name, model):
+    summary = ex.dynamo_scope_summary(model)
+    DYNAMO_EXAMPLES.setdefault(name, summary["example"])
+    return {k: summary[k] for k in ("nodes", "nodes_with_name_scopes")}
 
 
-def describe(e, path, eager_model):
-    """Fills the manifest fields that are read back from the files written."""
-    model = onnx.load(os.path.join(path, "model.onnx"))
-    onnx.checker.check_model(model)
-    e["opset"] = ex.onnx_opset(model)
-    ins, outs = ex.onnx_signature(model)
-    feeds = ex.load_inputs(os.path.join(path, "inputs.npz"))
-    e["inputs"] = [{"name": i["name"], "shape": list(feeds[i["name"]].shape),
-                    "dtype": str(feeds[i["name"]].dtype), "onnx_shape": i["onnx_shape"]}
-                   for i in ins]
-    e["outputs"] = [o["name"] for o in outs]
-    e["expected_modules"] = ex.expected_modules(os.path.join(path, "model.pt"), eager_model)
-    e["onnx_ops"] = sorted({n.op_type for n in model.graph.node})
-    if e["exporter"] == "dynamo":
-        summary = ex.dynamo_scope_summary(model)
-        e["dynamo_name_scopes"] = {k: summary[k] for k in ("nodes", "nodes_with_name_scopes")}
-        REPORT["dynamo_examples"].setdefault(e["name"], summary["example"])
-    e["size_bytes"] = folder_size(path)
-    return e
-
-
-def make_clean(spec_name, exporter):
-    spec = SPECS[spec_name]
-    name = f"{spec_name}_{exporter}"
-    notes = spec["notes"] + (DYNAMO_NOTES.get(spec_name, "") if exporter == "dynamo" else "")
-    spec = dict(spec, notes=notes)
-    model, inputs = build_model(spec_name)
-    if spec_name == "conv_bn":
-        check_conv_bn_negatives(model, inputs)
-    path = fresh_folder(FIXTURES, name)
-    try:
-        ts = to_torchscript(spec, model, inputs)
-        ts.save(os.path.join(path, "model.pt"))
-        # The legacy exporter takes the ScriptModule itself for scripted models (that is the
-        # case to exercise: ONNX Loop/If); dynamo needs the eager module.
-        source = ts if spec.get("scripted") and exporter == "legacy" else model
-        ex.export_onnx(source, inputs, os.path.join(path, "model.onnx"), exporter,
-                       spec["inputs"], spec["outputs"], opset=spec.get("opset"),
-                       dynamic_batch=spec.get("dynamic_batch", False))
-    except Exception as err:  # only dynamo failures are tolerated (recorded in the manifest)
-        shutil.rmtree(path, ignore_errors=True)
-        if exporter != "dynamo":
-            raise
-        reason = f"{type(err).__name__}: {first_line(err)}"
-        if spec_name in DYNAMO_FAILURE_NOTES:
-            reason += " -- " + DYNAMO_FAILURE_NOTES[spec_name]
-        return entry(name, exporter, spec, export_error=reason), None
-    ex.save_inputs(os.path.join(path, "inputs.npz"), spec["inputs"], inputs)
-    e = describe(entry(name, exporter, spec), path, model)
-    if "bn_fusion" in spec["exercises"]:
-        fused = "BatchNormalization" not in e["onnx_ops"]
-        assert fused or exporter == "dynamo", f"{name}: legacy export did not fuse BN"
-        if not fused:
-            e["notes"] += " BatchNormalization nodes were NOT fused by this exporter."
-    return e, model
-
-
-def make_fault(name, source, description, expected_module, edit, extra=None, export=None):
-    """Copies a clean fixture's model.pt/inputs.npz and writes an edited model.onnx.
-
-    `edit(model) -> planted ONNX node name` edits the clean ONNX in place; `export(path)`
-    instead writes a fresh, wrongly exported model.onnx and returns the planted node name.
-    """
-    src = os.path.join(FIXTURES, source)
-    path = fresh_folder(FIXTURES, name)
-    for f in ("model.pt", "inputs.npz"):
-        shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
-    if export is None:
-        model = onnx.load(os.path.join(src, "model.onnx"))
-        planted = edit(model)
-        onnx.save(model, os.path.join(path, "model.onnx"))
-    else:
-        planted = export(os.path.join(path, "model.onnx"))
-    spec_name = source.rsplit("_", 1)[0]
-    base = next(e for e in MANIFEST if e["name"] == source)
-    fault = {"description": description, "expected_module": expected_module,
-             "source_fixture": source, "onnx_node": planted}
-    fault.update(extra or {})
-    spec = dict(SPECS[spec_name], notes=f"Planted fault on {source}: {description}")
-    eager, _ = build_model(spec_name)
-    e = describe(entry(name, "legacy", spec, fault=fault), path, eager)
-    e["exercises"] = list(base["exercises"])
-    assert expected_module in e["expected_modules"] or expected_module == "", \
-        f"{name}: {expected_module!r} not among TorchScript module paths"
-    return e
+FAMILY = driver.Family(
+    root=FIXTURES, specs=SPECS, dynamo_notes=DYNAMO_NOTES,
+    dynamo_failure_notes=DYNAMO_FAILURE_NOTES, prepare=models.randomize_norm_stats,
+    modules=expected_modules, dynamo_scopes=dynamo_scopes, clean_atol=1e-4,
+    fault_min_out=1e-3)
+make_fault = functools.partial(driver.make_fault, FAMILY)
 
 
 def most_visible_channel(source, conv_node, factor):
@@ -272,7 +183,7 @@ def most_visible_channel(source, conv_node, factor):
     entirely, and for most it stays under the 1e-3 output threshold. Choosing by effect keeps
     the fixture meaningful if the weights change.
     """
-    src = os.path.join(FIXTURES, source)
+    src = FAMILY.path(source)
     feeds = ex.load_inputs(os.path.join(src, "inputs.npz"))
     clean = onnx.load(os.path.join(src, "model.onnx"))
     ref = verify.run_onnx(clean.SerializeToString(), feeds)
@@ -339,7 +250,7 @@ def make_faults():
     out.append(e)
 
     def wrong_my_add(path):
-        model, inputs = build_model("custom_op")
+        model, inputs = driver.build_model(FAMILY, "custom_op")
         spec = SPECS["custom_op"]
         with ex.patched_symbolic(models.MyAddFunction, models.wrong_my_add_symbolic):
             ex.export_onnx(model, inputs, path, "legacy", spec["inputs"], spec["outputs"])
@@ -360,84 +271,20 @@ def make_faults():
     return out
 
 
-def check(e):
-    """(ok, max output diff, message) for one produced manifest entry."""
-    path = os.path.join(FIXTURES, e["name"])
-    feeds = ex.load_inputs(os.path.join(path, "inputs.npz"))
-    names = [i["name"] for i in e["inputs"]]
-    diff = verify.max_output_diff(os.path.join(path, "model.pt"),
-                                  os.path.join(path, "model.onnx"), feeds, names)
-    if e["fault"] is None:
-        return diff <= CLEAN_ATOL, diff, ""
-    clean = os.path.join(FIXTURES, e["fault"]["source_fixture"], "model.onnx")
-    node, node_diff, node_range = verify.first_divergent_node(
-        clean, os.path.join(path, "model.onnx"), feeds)
-    ok = diff > FAULT_MIN_DIFF and node == e["fault"]["onnx_node"]
-    rel = node_diff / node_range if node_range else float("inf")
-    # Recorded so tests can size their expectations: how loud the fault is where it starts.
-    e["fault"]["measured_at_onnx_node"] = {"max_abs_diff": float(f"{node_diff:.3g}"),
-                                           "rel_to_range": float(f"{rel:.3g}")}
-    e["fault"]["measured_at_outputs"] = {"max_abs_diff": float(f"{diff:.3g}")}
-    return ok, diff, f"first divergent ONNX node {node} ({node_diff:.2e}, {rel:.1e} of range)"
-
-
-MANIFEST = []
-REPORT = {"dynamo_examples": {}}
-
-
 def main():
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        # torch.jit.script writes a module's Final constants in set order, which follows
-        # Python's per-process string hash seed: without a fixed seed model.pt of the
-        # scripted fixture differs on every run.
-        os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable] + sys.argv)
+    driver.pin_hash_seed()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--show-dynamo-metadata", action="store_true",
                     help="print one dynamo node's metadata_props per dynamo fixture")
     args = ap.parse_args()
-    torch.set_num_threads(2)
-    t0 = time.time()
-    os.makedirs(FIXTURES, exist_ok=True)
-
-    for spec_name, spec in SPECS.items():
-        for exporter in spec["exporters"]:
-            e, _ = make_clean(spec_name, exporter)
-            MANIFEST.append(e)
-    MANIFEST.extend(make_faults())
-
-    failures = 0
-    total = 0
-    print(f"{'fixture':28} {'exp':6} {'opset':5} {'size':>8} {'max|torch-ort|':>14}  result")
-    for e in MANIFEST:
-        if e["export_error"]:
-            print(f"{e['name']:28} {e['exporter']:6} {'-':5} {'-':>8} {'-':>14}  "
-                  f"SKIPPED export failed: {e['export_error'][:80]}")
-            continue
-        total += e["size_bytes"]
-        try:
-            ok, diff, msg = check(e)
-        except Exception:
-            ok, diff, msg = False, float("nan"), traceback.format_exc().splitlines()[-1]
-        failures += not ok
-        kind = "fault" if e["fault"] else "clean"
-        print(f"{e['name']:28} {e['exporter']:6} {e['opset']:<5} {e['size_bytes']:>8} "
-              f"{diff:>14.3e}  {'ok' if ok else 'FAIL'} ({kind}) {msg}")
-    # Written after the checks, which add the measured fault sizes.
-    with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
-        json.dump(MANIFEST, f, indent=2)
-        f.write("\n")
+    status = driver.run(FAMILY, faults=make_faults)
     # Derived from conv_bn_legacy's files and manifest entry, so it comes after both.
-    from fixtures_lib.hostile import make_hostile_names
     make_hostile_names(FIXTURES)
     if args.show_dynamo_metadata:
-        for name, ex_ in REPORT["dynamo_examples"].items():
-            print(name, json.dumps(ex_, indent=1))
-    print(f"total size {total} bytes ({total / 2**20:.2f} MiB) in "
-          f"{sum(1 for e in MANIFEST if not e['export_error'])} fixtures; "
-          f"{time.time() - t0:.0f} s; {failures} check(s) failed")
-    return 1 if failures else 0
+        for name, example in DYNAMO_EXAMPLES.items():
+            print(name, json.dumps(example, indent=1))
+    return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -15,6 +15,9 @@ thing in its ONNX. Checks: clean fixtures agree with TorchScript within 1e-4 (re
 output's magnitude where that exceeds 1), each fault's planted node is the first ONNX node
 that departs from the clean export, by more than 1e-3 of its range, and the fault is visible at
 the outputs (or, for the one designed to be, invisible there). Any failed check: exit 1.
+What every spec family does alike (seeds, exports, manifest entries, planting, checks) is
+fixtures_lib/driver.py; this file is this family's specs, the fixtures no spec describes
+(Ultralytics' own export, onnxslim, the fallback export) and its faults.
 
 Run with the pinned interpreter: .venv/bin/python scripts/make_library_fixtures.py
 It overwrites tests/fixtures/lib/ and nothing else; seeds are fixed per model and
@@ -23,17 +26,9 @@ Nothing is downloaded: every model is built from a config with random weights.
 """
 
 import argparse
-import json
+import functools
 import os
-import shutil
-import subprocess
-import sys
-import time
-import traceback
 import warnings
-import zlib
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Before the libraries are imported: offline, and no settings files in the user's home.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,27 +42,23 @@ os.environ.setdefault("YOLO_CONFIG_DIR", os.path.join(
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxslim  # noqa: E402
-import torch  # noqa: E402
 
+from fixtures_lib import driver  # noqa: E402
 from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib import faults, verify  # noqa: E402
-from fixtures_lib.manifest import entry, first_line, folder_size, fresh_folder  # noqa: E402
+from fixtures_lib import faults  # noqa: E402
+from fixtures_lib.manifest import entry, fresh_folder  # noqa: E402
 from fixtures_lib import library_models as lm  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "lib")
-CLEAN_ATOL = 1e-4
-FAULT_MIN_DIFF = 1e-3       # at the outputs, for a visible fault
-FAULT_MIN_REL = 1e-3        # at the planted node, relative to the clean value's max |x|
-INVISIBLE_MAX_DIFF = 1e-4   # at the outputs, for the fault designed to vanish there
-INVISIBLE_MIN_NODE = 1e-2   # at the planted node (absolute), for that fault
 MAX_TOTAL_BYTES = 15 * 2**20
 
 TEXT_IN = ["input_ids", "attention_mask"]
 
-# Clean model specs. `make` builds the eager model and example inputs from the seeded RNG; the
-# seed depends only on the spec name (or `seed_of`), so every variant of a model and the faults
-# derived from it share weights and inputs exactly.
+# Clean model specs (the schema is in fixtures_lib/driver.py's Family). `make` builds the eager
+# model and example inputs from the seeded RNG; the seed depends only on the spec name (or
+# `seed_of`), so every variant of a model and the faults derived from it share weights and
+# inputs exactly.
 SPECS = {
     "bert": dict(
         make=lm.bert, inputs=TEXT_IN, outputs=["last_hidden_state", "pooler_output"],
@@ -161,86 +152,24 @@ DYNAMO_NOTES = {
 }
 
 
-def seed_for(spec_name):
-    return zlib.crc32(SPECS[spec_name].get("seed_of", spec_name).encode()) & 0x7FFFFFFF
-
-
-def build_model(spec_name, make=None):
-    """Fresh eager model + inputs, deterministic for the spec, in eval mode."""
-    torch.manual_seed(seed_for(spec_name))
-    model, inputs = (make or SPECS[spec_name]["make"])()
-    return model.eval(), inputs
-
-
-
-
-
-def describe(e, path, eager_model):
-    """Fills the manifest fields read back from the files written.
-
-    expected_modules are the paths `named_modules()` gives (what align-check should name),
+def modules(model_pt, eager_model):
+    """expected_modules are the paths `named_modules()` gives (what align-check should name),
     resolved through iterated containers and shared modules; torchscript_call_paths maps each
-    of them to what libtorch's inlined call stack says where the two differ.
-    """
-    model = onnx.load(os.path.join(path, "model.onnx"))
-    onnx.checker.check_model(model)
-    e["opset"] = ex.onnx_opset(model)
-    ins, outs = ex.onnx_signature(model)
-    feeds = ex.load_inputs(os.path.join(path, "inputs.npz"))
-    e["inputs"] = [{"name": i["name"], "shape": list(feeds[i["name"]].shape),
-                    "dtype": str(feeds[i["name"]].dtype), "onnx_shape": i["onnx_shape"]}
-                   for i in ins]
-    e["outputs"] = [o["name"] for o in outs]
-    paths, call_paths = ex.expected_modules_resolved(os.path.join(path, "model.pt"),
-                                                     eager_model)
-    e["expected_modules"] = paths
-    e["torchscript_call_paths"] = call_paths
-    e["onnx_ops"] = sorted({n.op_type for n in model.graph.node})
-    if e["exporter"] == "dynamo":
-        e["dynamo_name_scopes"] = ex.module_scope_summary(model)
-    e["size_bytes"] = folder_size(path)
-    return e
+    of them to what libtorch's inlined call stack says where the two differ."""
+    paths, call_paths = ex.expected_modules_resolved(model_pt, eager_model)
+    return {"expected_modules": paths, "torchscript_call_paths": call_paths}
 
 
-def to_torchscript(spec, model, inputs):
-    if spec.get("scripted"):
-        return torch.jit.script(model)
-    return ex.trace_inlining_autograd_functions(model, inputs, **spec.get("trace_kwargs", {}))
-
-
-def make_clean(spec_name, exporter):
-    spec = SPECS[spec_name]
-    name = f"{spec_name}_{exporter}"
-    ORIGIN[name] = (spec_name, None)
-    notes = spec["notes"] + (DYNAMO_NOTES.get(spec_name, "") if exporter == "dynamo" else "")
-    spec = dict(spec, notes=notes)
-    model, inputs = build_model(spec_name)
-    path = fresh_folder(FIXTURES, name)
-    try:
-        ts = to_torchscript(spec, model, inputs)
-        ts.save(os.path.join(path, "model.pt"))
-        # A fresh copy for the exporter (same seed, same weights): tracing runs forward,
-        # and modules that cache state there (Ultralytics' Detect keeps the traced input
-        # shape and anchors) would hand the exporter traced values.
-        if spec.get("scripted") and exporter == "legacy":
-            source = ts
-        else:
-            source = build_model(spec_name)[0]
-        ex.export_onnx(source, inputs, os.path.join(path, "model.onnx"), exporter,
-                       spec["inputs"], spec["outputs"], opset=17 if exporter == "legacy" else None)
-    except Exception as err:  # only dynamo failures are tolerated (recorded in the manifest)
-        shutil.rmtree(path, ignore_errors=True)
-        if exporter != "dynamo":
-            raise
-        reason = f"{type(err).__name__}: {first_line(err)}"
-        if spec_name in DYNAMO_FAILURE_NOTES:
-            reason += " -- " + DYNAMO_FAILURE_NOTES[spec_name]
-        return entry(name, exporter, spec, export_error=reason)
-    ex.save_inputs(os.path.join(path, "inputs.npz"), spec["inputs"], inputs)
-    e = describe(entry(name, exporter, spec), path, model)
-    if "bn_fusion" in spec["exercises"] and exporter == "legacy":
-        assert "BatchNormalization" not in e["onnx_ops"], f"{name}: legacy export kept BN"
-    return e
+FAMILY = driver.Family(
+    root=FIXTURES, specs=SPECS, dynamo_notes=DYNAMO_NOTES,
+    dynamo_failure_notes=DYNAMO_FAILURE_NOTES, legacy_opset=17, modules=modules,
+    dynamo_scopes=lambda name, model: ex.module_scope_summary(model), full_fault_fields=True,
+    clean_atol=1e-4, clean_relative=True,
+    fault_min_out=1e-3,   # at the outputs, for a visible fault
+    fault_min_rel=1e-3,   # at the planted node, relative to the clean value's max |x|
+    owns_root=True, max_total_bytes=MAX_TOTAL_BYTES, name_width=34)
+describe = functools.partial(driver.describe, FAMILY)
+build_model = functools.partial(driver.build_model, FAMILY)
 
 
 def make_yolo_ultralytics():
@@ -259,7 +188,7 @@ def make_yolo_ultralytics():
     spec["exercises"] = ["library_export", "fused_before_tracing", "onnxslim",
                          "iterated_container", "shared_module", "silu", "split", "upsample"]
     name = "yolo_ultralytics"
-    ORIGIN[name] = ("yolo", None)
+    FAMILY.origin[name] = ("yolo", None)
     model, inputs = build_model("yolo")
     path = fresh_folder(FIXTURES, name)
     lm.ultralytics_export(model, os.path.join(path, "model.pt"),
@@ -275,14 +204,12 @@ def make_yolo_ultralytics():
 
 def make_slim(spec_name):
     """onnxslim.slim of the clean legacy export (what many deployment pipelines run)."""
-    src = os.path.join(FIXTURES, f"{spec_name}_legacy")
+    source = f"{spec_name}_legacy"
     name = f"{spec_name}_slim"
-    ORIGIN[name] = (spec_name, None)
-    base = next(e for e in MANIFEST if e["name"] == f"{spec_name}_legacy")
-    path = fresh_folder(FIXTURES, name)
-    for f in ("model.pt", "inputs.npz"):
-        shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
-    exported = onnx.load(os.path.join(src, "model.onnx"))
+    FAMILY.origin[name] = (spec_name, None)
+    base = FAMILY.entry_named(source)
+    path = driver.copy_pair(FAMILY, name, source)
+    exported = onnx.load(FAMILY.path(source, "model.onnx"))
     before = len(exported.graph.node)
     slim = onnxslim.slim(exported)
     onnx.save(slim, os.path.join(path, "model.onnx"))
@@ -302,7 +229,7 @@ def make_slim(spec_name):
 def make_fallback(strip):
     """GPT-2 whose dynamo export fell back to the JIT-trace strategy (no module scopes)."""
     name = "gpt2_dynamo_fallback" + ("" if strip else "_rootscopes")
-    ORIGIN[name] = ("gpt2", lm.gpt2_padding_branch)
+    FAMILY.origin[name] = ("gpt2", lm.gpt2_padding_branch)
     base = SPECS["gpt2"]
     model, inputs = build_model("gpt2", make=lm.gpt2_padding_branch)
     path = fresh_folder(FIXTURES, name)
@@ -369,38 +296,7 @@ def node_by_scope(source, op_type, scope, input_name=None):
     return found[0]
 
 
-def make_fault(name, source, description, expected_module, edit, kind, extra=None,
-               invisible=False, min_rel=FAULT_MIN_REL, min_out=FAULT_MIN_DIFF):
-    """Copies a clean fixture's model.pt/inputs.npz and writes its ONNX after `edit(model)`,
-    which returns the planted node's name."""
-    src = os.path.join(FIXTURES, source)
-    path = fresh_folder(FIXTURES, name)
-    for f in ("model.pt", "inputs.npz"):
-        shutil.copyfile(os.path.join(src, f), os.path.join(path, f))
-    model = onnx.load(os.path.join(src, "model.onnx"))
-    planted = edit(model)
-    onnx.save(model, os.path.join(path, "model.onnx"))
-    base = next(e for e in MANIFEST if e["name"] == source)
-    op = next(n.op_type for n in model.graph.node if n.name == planted)
-    fault = {"description": description, "kind": kind, "expected_module": expected_module,
-             "source_fixture": source, "onnx_node": planted, "expected_onnx_op": op}
-    fault.update(extra or {})
-    if "completing_onnx_op" in fault:
-        # align-check may report the node that completes the decomposed torch op rather than
-        # the partial node that was changed; either names the right place.
-        fault["expected_onnx_ops_any"] = [op, fault["completing_onnx_op"]]
-    fault["invisible_at_outputs"] = invisible
-    spec_name, make = ORIGIN[source]
-    spec = dict(SPECS[spec_name], notes=f"Planted fault on {source}: {description}")
-    eager, _ = build_model(spec_name, make=make)
-    e = describe(entry(name, base["exporter"], spec, fault=fault), path, eager)
-    e["exercises"] = list(base["exercises"])
-    if "pipeline" in base:
-        e["pipeline"] = base["pipeline"]
-    for m in [expected_module] + fault.get("expected_modules_any", []):
-        assert m in e["expected_modules"], f"{name}: {m!r} not among TorchScript module paths"
-    THRESHOLDS[name] = dict(invisible=invisible, min_rel=min_rel, min_out=min_out)
-    return e
+make_fault = functools.partial(driver.make_fault, FAMILY)
 
 
 def make_faults():
@@ -567,113 +463,17 @@ def make_faults():
     return out
 
 
-# Checks -------------------------------------------------------------------------------------
-
-def output_diff(e):
-    """(max |torch - ort| over outputs and both ORT optimisation levels, max |torch output|)."""
-    path = os.path.join(FIXTURES, e["name"])
-    feeds = ex.load_inputs(os.path.join(path, "inputs.npz"))
-    names = [i["name"] for i in e["inputs"]]
-    ref = verify.run_torchscript(os.path.join(path, "model.pt"), feeds, names)
-    ref_max = max(float(np.max(np.abs(r))) for r in ref)
-    diff = verify.max_output_diff(os.path.join(path, "model.pt"),
-                                  os.path.join(path, "model.onnx"), feeds, names)
-    return diff, ref_max, feeds
-
-
-def check(e):
-    """(ok, max output diff, message) for one produced manifest entry."""
-    diff, ref_max, feeds = output_diff(e)
-    if e["fault"] is None:
-        # Absolute 1e-4, relative to the output's magnitude when that exceeds 1 (YOLO's
-        # boxes are in pixels, up to 64): float32 sums of that size round at ~1e-6 relative.
-        tol = CLEAN_ATOL * max(1.0, ref_max)
-        e["clean_tolerance"] = {"max_abs_diff": float(f"{diff:.3g}"),
-                                "output_max_abs": float(f"{ref_max:.3g}"),
-                                "tolerance": float(f"{tol:.3g}")}
-        return diff <= tol, diff, f"tol {tol:.1e}"
-    f = e["fault"]
-    th = THRESHOLDS[e["name"]]
-    clean = os.path.join(FIXTURES, f["source_fixture"], "model.onnx")
-    # Masked attention scores are -inf in both graphs: their difference is NaN, which
-    # first_divergent_node rightly does not count as a divergence; no need to warn about it.
-    with np.errstate(invalid="ignore"):
-        node, node_diff, node_range = verify.first_divergent_node(
-            clean, os.path.join(FIXTURES, e["name"], "model.onnx"), feeds)
-    rel = node_diff / node_range if node_range else float("inf")
-    f["measured_at_onnx_node"] = {"max_abs_diff": float(f"{node_diff:.3g}"),
-                                  "rel_to_range": float(f"{rel:.3g}")}
-    f["measured_at_outputs"] = {"max_abs_diff": float(f"{diff:.3g}")}
-    if th["invisible"]:
-        ok = diff < INVISIBLE_MAX_DIFF and node_diff > INVISIBLE_MIN_NODE
-    else:
-        ok = diff > th["min_out"] and rel > th["min_rel"]
-    ok = ok and node == f["onnx_node"]
-    return ok, diff, (f"first divergent ONNX node {node} ({node_diff:.2e}, {rel:.1e} of "
-                      f"range){' [invisible at outputs]' if th['invisible'] else ''}")
-
-
-MANIFEST = []
-THRESHOLDS = {}
-# fixture name -> (spec name, builder if not the spec's): which eager model a fixture came
-# from, so a fault derived from it can rebuild that model for its expected_modules check.
-ORIGIN = {}
-
-
 def main():
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        # torch.jit.script writes a module's constants in set order, which follows Python's
-        # per-process string hash seed: without a fixed seed the scripted model.pt differs.
-        os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable] + sys.argv)
+    driver.pin_hash_seed()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.parse_args()
-    torch.set_num_threads(2)
     # transformers 5.x warns (FutureWarning) about its own deprecated attributes whenever
     # tracing walks a model; nothing here uses them.
     warnings.filterwarnings("ignore", category=FutureWarning)
-    t0 = time.time()
-    shutil.rmtree(FIXTURES, ignore_errors=True)
-    os.makedirs(FIXTURES)
-
-    for spec_name, spec in SPECS.items():
-        for exporter in spec["exporters"]:
-            MANIFEST.append(make_clean(spec_name, exporter))
-    MANIFEST.append(make_yolo_ultralytics())
-    MANIFEST.append(make_slim("bert"))
-    MANIFEST.append(make_slim("vit"))
-    MANIFEST.append(make_fallback(strip=True))
-    MANIFEST.append(make_fallback(strip=False))
-    MANIFEST.extend(make_faults())
-
-    failures = 0
-    print(f"{'fixture':34} {'exp':6} {'opset':5} {'size':>8} {'max|torch-ort|':>14}  result")
-    for e in MANIFEST:
-        if e["export_error"]:
-            print(f"{e['name']:34} {e['exporter']:6} {'-':5} {'-':>8} {'-':>14}  "
-                  f"SKIPPED export failed: {e['export_error'][:90]}")
-            continue
-        try:
-            ok, diff, msg = check(e)
-        except Exception:
-            ok, diff, msg = False, float("nan"), traceback.format_exc().splitlines()[-1]
-        failures += not ok
-        kind = "fault" if e["fault"] else "clean"
-        print(f"{e['name']:34} {e['exporter']:6} {e['opset']:<5} {e['size_bytes']:>8} "
-              f"{diff:>14.3e}  {'ok' if ok else 'FAIL'} ({kind}) {msg}")
-    with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
-        json.dump(MANIFEST, f, indent=2)
-        f.write("\n")
-    total = int(subprocess.run(["du", "-sb", FIXTURES], capture_output=True, text=True,
-                               check=True).stdout.split()[0])
-    if total > MAX_TOTAL_BYTES:
-        print(f"FAIL: {FIXTURES} holds {total} bytes, over {MAX_TOTAL_BYTES}")
-        failures += 1
-    print(f"total size {total} bytes ({total / 2**20:.2f} MiB) in "
-          f"{sum(1 for e in MANIFEST if not e['export_error'])} fixtures; "
-          f"{time.time() - t0:.0f} s; {failures} check(s) failed")
-    return 1 if failures else 0
+    extras = [make_yolo_ultralytics, lambda: make_slim("bert"), lambda: make_slim("vit"),
+              lambda: make_fallback(strip=True), lambda: make_fallback(strip=False)]
+    return driver.run(FAMILY, extras=extras, faults=make_faults)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -20,11 +20,9 @@ It overwrites tests/fixtures/optimized/ and nothing else.
 import json
 import logging
 import os
-import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib.manifest import fresh_folder  # noqa: E402
+from fixtures_lib.manifest import fresh_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = os.path.join(REPO, "tests", "fixtures", "lib")

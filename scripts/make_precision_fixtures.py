@@ -18,17 +18,15 @@ It overwrites tests/fixtures/precision/ and nothing else.
 """
 
 import os
-import sys
 import warnings
 
 import onnx
 import torch
 from onnxconverter_common import float16
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib.manifest import fresh_folder  # noqa: E402
-from fixtures_lib.models import AttentionBlock, ResNetTiny, randomize_norm_stats  # noqa: E402
+from fixtures_lib import export as ex
+from fixtures_lib.manifest import fresh_folder
+from fixtures_lib.models import AttentionBlock, ResNetTiny, randomize_norm_stats
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

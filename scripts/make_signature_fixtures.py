@@ -35,7 +35,6 @@ It overwrites tests/fixtures/signature/ and nothing else.
 import copy
 import json
 import os
-import sys
 import tempfile
 from typing import Dict, Optional
 
@@ -44,10 +43,10 @@ import onnx
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib import library_models as lib  # noqa: E402
-from fixtures_lib.manifest import fresh_folder  # noqa: E402
+from fixtures_lib import driver
+from fixtures_lib import export as ex
+from fixtures_lib import library_models as lib
+from fixtures_lib.manifest import fresh_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.join(REPO, "tests", "fixtures", "signature")
@@ -333,6 +332,7 @@ def bert_optimum():
 
 
 def main():
+    driver.pin_hash_seed()  # scripted models: constants in hash order
     torch.manual_seed(0)
     os.makedirs(ROOT, exist_ok=True)
     manifest = [stream_state(), context_window(), dict_inputs(), bert_optimum()]

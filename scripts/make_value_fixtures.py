@@ -21,47 +21,25 @@ It touches only tests/fixtures/vk_*/ and tests/fixtures/value_kinds.json.
 import json
 import os
 import shutil
-import sys
-import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-import torch  # noqa: E402
-
-from fixtures_lib import export as ex  # noqa: E402
-from fixtures_lib import value_kinds as vk  # noqa: E402
+from fixtures_lib import driver
+from fixtures_lib import export as ex
+from fixtures_lib import value_kinds as vk
+from fixtures_lib.manifest import first_line, fresh_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 
 
-def first_line(err):
-    """The cause of an exporter failure in one line (dynamo wraps it in a long banner)."""
-    cause = err.__cause__ or err
-    text = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
-    return f"{type(cause).__name__}: {text[0] if text else repr(cause)}"[:300]
-
-
-def folder(name):
-    path = os.path.join(FIXTURES, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
-
-
 def build(spec_name):
-    torch.manual_seed(zlib.crc32(spec_name.encode()) & 0x7FFFFFFF)
+    torch.manual_seed(driver.seed_for(spec_name))
     model, inputs = vk.SPECS[spec_name]["make"]()
     return model.eval(), inputs
-
-
-def to_torchscript(spec, model, inputs):
-    if spec.get("script"):
-        return torch.jit.script(model)
-    return ex.trace_inlining_autograd_functions(model, inputs, **spec.get("trace_kwargs", {}))
 
 
 def numpy_of(t):
@@ -110,11 +88,11 @@ def make(spec_name, exporter):
     entry = {"name": name, "kind": spec_name, "exporter": exporter, "notes": spec["notes"],
              "expect": spec.get(f"expect_{exporter}", spec["expect"]), "export_error": None}
     model, inputs = build(spec_name)
-    path = folder(name)
+    path = fresh_folder(FIXTURES, name)
     try:
-        ts = to_torchscript(spec, model, inputs)
+        ts = driver.to_torchscript(spec, model, inputs)
         ts.save(os.path.join(path, "model.pt"))
-        source = ts if spec.get("script") else model
+        source = ts if spec.get("scripted") else model
         onnx_inputs = inputs
         if "onnx_source" in spec:  # an ONNX model of a different forward (used_arg)
             source = spec["onnx_source"](model)
@@ -152,6 +130,7 @@ def make(spec_name, exporter):
 
 
 def main():
+    driver.pin_hash_seed()
     torch.set_num_threads(2)
     table = []
     print(f"{'fixture':26} {'size':>6} {'ort':4} {'max diff':>9}  note")
@@ -173,4 +152,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

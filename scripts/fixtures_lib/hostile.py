@@ -9,8 +9,8 @@ consistently, including the graph output, and records a manifest entry with the 
 conv_bn_legacy's. The numbers are unchanged, so the fixture is clean: align-check must pass it.
 
 Run on its own (without regenerating the whole zoo):
-    .venv/bin/python -c 'import sys; sys.path.insert(0, "scripts"); \
-        from fixtures_lib import hostile; hostile.make_hostile_names()'
+    PYTHONPATH=scripts .venv/bin/python -c \
+        'from fixtures_lib import hostile; hostile.make_hostile_names()'
 """
 
 import json

@@ -1,5 +1,4 @@
-"""What both fixture scripts (make_fixtures.py, make_library_fixtures.py) share about writing a
-fixture folder and its manifest entry.
+"""What the fixture generators share about writing a fixture folder and its manifest entry.
 
 Responsible for: a fresh, empty folder per fixture, its size on disk, the skeleton of a
 manifest entry (the fields the Rust tests read, filled in later from the written files), and

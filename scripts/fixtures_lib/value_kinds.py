@@ -201,7 +201,7 @@ def _nan_inf_input():
 
 
 # Each spec: `make` returns (model, example inputs); `inputs`/`outputs` are ONNX names;
-# `exporters` the exporters tried; `script` if TorchScript comes from torch.jit.script;
+# `exporters` the exporters tried; `scripted` if TorchScript comes from torch.jit.script;
 # `expect` what align-check must do: {"exit": 0|1|2, "mention": [words of the one-line
 # error], "facts": {...}} (facts are read by tests/value_kinds.rs).
 SPECS = {
@@ -286,7 +286,7 @@ SPECS = {
               "only x: no data exists for bias."),
     "int_output": dict(
         make=lambda: (IntInOutput(), [torch.randn(2, 4)]),
-        inputs=["input"], outputs=["output", "three"], exporters=["legacy"], script=True,
+        inputs=["input"], outputs=["output", "three"], exporters=["legacy"], scripted=True,
         expect={"exit": 0, "facts": {"outputs": 2, "output_dtypes": ["float32", "int64"]}},
         notes="scripted forward returns (tensor, int): a non-tensor output. The legacy "
               "exporter makes the int a 0-d int64 Constant output; align-check compares it "
