@@ -594,3 +594,88 @@ fn a_silu_written_as_mul_and_sigmoid_pairs_at_the_mul_and_the_add_at_the_add() {
     assert_eq!(pair_of(&p, act).unwrap().onnx, omul);
     assert_eq!(pair_of(&p, add).unwrap().onnx, oadd);
 }
+
+/// ONNX Runtime's saved graph: one FusedConv (conv scope) computes conv, bn and the first
+/// relu call; the block's second relu call keeps its node as `relu_1`. The BatchNorm is
+/// further from the fused output than the conv is (ReLU zeroed its negatives), so only the
+/// chain weighed as a whole finds that the node computes the ReLU.
+#[test]
+fn a_fused_conv_carries_its_batchnorm_and_activation() {
+    let x = [1.0, -2.0, 3.0, -4.0];
+    let conv = [1.0, -2.0, 3.0, -4.0];
+    let bn = [0.9, -2.2, 2.9, -4.1];
+    let relu = [0.9, 0.0, 2.9, 0.0];
+    let out = [1.9, 0.0, 5.9, 0.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "b.conv1", &[ti], &conv);
+    let tb = t.op("aten::batch_norm", "b.bn1", &[tc], &bn);
+    let tr0 = t.op("aten::relu_", "b.relu", &[tb], &relu);
+    let ta = t.op("aten::add", "b", &[tr0, tr0], &out);
+    let tr1 = t.op("aten::relu_", "b.relu", &[ta], &out);
+    t.output(0, tr1);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let of = o.op("com.microsoft::FusedConv", "b.conv1", &[oi], &relu);
+    let oa = o.op("Add", "b", &[of, of], &out);
+    let or1 = o.op("Relu", "b.relu_1", &[oa], &out);
+    o.output(0, or1);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let fused = pair_of(&p, tr0).expect("the first relu call is compared");
+    assert_eq!(fused.onnx, of);
+    assert_eq!(fused.paired_by, PairedBy::Fusion);
+    assert_eq!(fused.fused, vec![tc, tb]);
+    // `relu_1` is the second call although the first left no node.
+    assert_eq!(pair_of(&p, tr1).unwrap().onnx, or1);
+    assert!(pair_of(&p, tc).is_none() && pair_of(&p, tb).is_none());
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// An SPPF block applies one pooling module three times in a row: one run of values in
+/// TorchScript, three named calls in ONNX. Call i pairs with call i.
+#[test]
+fn a_module_applied_three_times_in_a_row_pairs_call_by_call() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let c = t.op("aten::_convolution", "sppf.cv1", &[ti], &[1.0, 2.0]);
+    let m0 = t.op("aten::max_pool2d", "sppf.m", &[c], &[2.0, 2.0]);
+    let m1 = t.op("aten::max_pool2d", "sppf.m", &[m0], &[3.0, 3.0]);
+    let m2 = t.op("aten::max_pool2d", "sppf.m", &[m1], &[4.0, 4.0]);
+    let cat = t.op("aten::cat", "sppf", &[c, m0, m1, m2], &[0.0; 8]);
+    t.output(0, cat);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oc = o.op("Conv", "sppf.cv1", &[oi], &[1.0, 2.0]);
+    let om0 = o.op("MaxPool", "sppf.m", &[oc], &[2.0, 2.0]);
+    let om1 = o.op("MaxPool", "sppf.m_1", &[om0], &[3.0, 3.0]);
+    let om2 = o.op("MaxPool", "sppf.m_2", &[om1], &[4.0, 4.0]);
+    let ocat = o.op("Concat", "sppf", &[oc, om0, om1, om2], &[0.0; 8]);
+    o.output(0, ocat);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tm, om) in [(m0, om0), (m1, om1), (m2, om2)] {
+        let pm = pair_of(&p, tm).expect("every call is compared");
+        assert_eq!(pm.onnx, om);
+        assert!(
+            pm.certain,
+            "one MaxPool per call: structure alone placed it"
+        );
+    }
+}
+
+/// A module whose own forward repeats an op is one call when ONNX says so too.
+#[test]
+fn a_module_repeating_an_op_in_one_call_is_not_split() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let a = t.op("aten::mul", "scale", &[ti], &[2.0, 4.0]);
+    let b = t.op("aten::mul", "scale", &[a], &[6.0, 12.0]);
+    t.output(0, b);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oa = o.op("Mul", "scale", &[oi], &[2.0, 4.0]);
+    let ob = o.op("Mul", "scale", &[oa], &[6.0, 12.0]);
+    o.output(0, ob);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, b).unwrap().onnx, ob);
+    assert!(pair_of(&p, a).is_none(), "internal to the call");
+}
