@@ -91,7 +91,12 @@ fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
 /// pair may be a doubtful one, placed by order alone); `None` otherwise. "One of them" is
 /// not enough for a value of another kind: through a run of unpaired values a consumer far
 /// downstream would let it meet any later node.
-fn placement(ov: &[CapturedValue], c: usize, consumers: &[usize], kind: bool) -> Option<u8> {
+pub(super) fn placement(
+    ov: &[CapturedValue],
+    c: usize,
+    consumers: &[usize],
+    kind: bool,
+) -> Option<u8> {
     let computes = |d: &usize| computed_from_all(ov, *d, &[c]);
     if consumers.iter().all(computes) {
         Some(if kind { 0 } else { 1 })
@@ -104,7 +109,7 @@ fn placement(ov: &[CapturedValue], c: usize, consumers: &[usize], kind: bool) ->
 
 /// The ONNX twins of the nearest paired values computed from TorchScript value `t`,
 /// looking through unpaired ones.
-fn nearest_consumer_twins(
+pub(super) fn nearest_consumer_twins(
     consumers: &[Vec<usize>],
     twin: impl Fn(usize) -> Option<usize>,
     t: usize,

@@ -20,6 +20,7 @@ mod repeated_calls;
 mod scoped;
 mod scopes;
 mod state;
+mod unlisted_ops;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
@@ -45,6 +46,7 @@ pub enum PairedBy {
     UncrossSiblings,
     Dataflow,
     Scopeless,
+    UnlistedOp,
 }
 
 impl PairedBy {
@@ -60,6 +62,7 @@ impl PairedBy {
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",
             PairedBy::Scopeless => "scopeless",
+            PairedBy::UnlistedOp => "unlisted_op",
         }
     }
 }

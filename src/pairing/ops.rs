@@ -69,7 +69,10 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         "view" | "reshape" | "flatten" | "squeeze" | "unsqueeze" | "permute" | "transpose"
         | "t" | "expand" | "expand_as" | "repeat" | "select" | "slice" | "index"
         | "index_select" | "narrow" | "chunk" | "split" | "unbind" | "gather" | "flip" | "pad"
-        | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten" => &["layout"],
+        | "constant_pad_nd" | "reflection_pad2d" | "replicate_pad2d" | "unflatten"
+        | "reshape_as" | "view_as" | "movedim" | "moveaxis" | "swapaxes" | "swapdims" | "tile" => {
+            &["layout"]
+        }
         _ => &[],
     };
     fams.to_vec()

@@ -72,6 +72,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "scopeless",
         run: |p| p.pair_scopeless(),
     },
+    // Ops the kind table does not list pair by dataflow, shape and place alone.
+    Pass {
+        name: "unlisted_op",
+        run: |p| p.pair_unlisted_ops(),
+    },
     // The other values of a compared module call are internal to it: covered.
     Pass {
         name: "module_internals",
@@ -101,6 +106,7 @@ mod tests {
             PairedBy::UncrossSiblings,
             PairedBy::Dataflow,
             PairedBy::Scopeless,
+            PairedBy::UnlistedOp,
         ];
         for label in labels {
             assert!(

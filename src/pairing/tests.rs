@@ -679,3 +679,26 @@ fn a_module_repeating_an_op_in_one_call_is_not_split() {
     assert_eq!(pair_of(&p, b).unwrap().onnx, ob);
     assert!(pair_of(&p, a).is_none(), "internal to the call");
 }
+
+/// An op the kind table does not know pairs by dataflow, shape and place: the one free ONNX
+/// value of its call computed from its producer's twin and feeding its consumer's.
+#[test]
+fn an_unlisted_op_pairs_by_dataflow() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let c = t.op("aten::_convolution", "blk.conv", &[ti], &[1.0, 2.0]);
+    let odd = t.op("aten::frobnicate", "blk", &[c], &[5.0, 7.0]);
+    let r = t.op("aten::relu", "blk", &[odd], &[5.0, 7.0]);
+    t.output(0, r);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oc = o.op("Conv", "blk.conv", &[oi], &[1.0, 2.0]);
+    let oodd = o.op("Frob", "blk", &[oc], &[5.0, 7.0]);
+    let or = o.op("Relu", "blk", &[oodd], &[5.0, 7.0]);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let made = pair_of(&p, odd).expect("the unlisted op is compared");
+    assert_eq!(made.onnx, oodd);
+    assert_eq!(made.paired_by, PairedBy::UnlistedOp);
+    assert_eq!(pair_of(&p, r).unwrap().onnx, or);
+}
