@@ -316,7 +316,10 @@ fn markdown_and_junit_carry_verdict_and_first_divergence() {
     let fault = outcome_of("fault_conv_weight");
     let md = markdown::render(&fault);
     assert!(md.contains("FAIL"), "{md}");
-    assert!(md.contains("**First divergence:** `layer1.1.bn2`"), "{md}");
+    assert!(
+        md.contains("**First divergence at** `layer1.1.bn2`"),
+        "{md}"
+    );
     let source = fault
         .first_divergence
         .as_ref()
