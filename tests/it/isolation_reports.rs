@@ -5,13 +5,11 @@
 //! a fault accumulated drift. A run without isolation keeps the table it always had, since
 //! scripts read it; isolation that could not run says so.
 
-mod common;
-
+use crate::common::{binary, fixture};
 use align_check::outcome::Outcome;
 use align_check::report::format::fmt_num;
 use align_check::report::{html, markdown, terminal};
 use clap::Parser;
-use common::{binary, fixture};
 use serde_json::Value;
 use std::path::Path;
 
@@ -170,7 +168,9 @@ fn drift_and_fault_reports_show_isolated_errors_and_name_the_fault() {
         chart.contains("error (accumulated, as run)"),
         "no legend entry"
     );
-    assert!(r.html.contains("; fails in isolation too (0.0196 of range)"));
+    assert!(r
+        .html
+        .contains("; fails in isolation too (0.0196 of range)"));
 
     // Markdown: the isolated column and the fault's own error.
     assert!(

@@ -4,9 +4,7 @@
 //! relative) and exits 1; the bundle's model holds only the layer's own nodes and weights.
 //! Needs the pinned Python environment (`.venv`, made by scripts/bootstrap.sh).
 
-mod common;
-
-use common::{binary, fixture};
+use crate::common::{binary, fixture};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
