@@ -164,3 +164,19 @@ pub fn summary(report: &Value) -> String {
         coverage_ratio(report)
     )
 }
+
+#[test]
+#[should_panic(expected = "did a fixture fail to export?")]
+fn a_manifest_shorter_than_expected_fails_the_test() {
+    let entries = vec![serde_json::json!({"name": "a"})];
+    selected(entries, "fixtures", 2);
+}
+
+#[test]
+fn a_fixture_is_named_by_its_whole_name_or_its_last_component() {
+    let filter = vec!["bert_legacy".to_string(), "lib/vit_slim".to_string()];
+    assert!(named("lib/bert_legacy", &filter));
+    assert!(named("lib/vit_slim", &filter));
+    assert!(!named("vit_slim_other", &filter));
+    assert!(!named("lib/bert_dynamo", &filter));
+}
