@@ -2,30 +2,13 @@
 //! here): the colour scale errors are painted with, one definition, so a layer reads the same
 //! in the terminal, Markdown, HTML, JUnit and Model Explorer; and whether isolation ran.
 
-use crate::outcome::{Drift, Outcome};
+use crate::outcome::Outcome;
 pub use crate::text::{bytes, file_name, fmt_num, growth, module_label, severity, snr};
 
 /// Whether isolation measured any layer: the reports add their isolated column only then,
 /// so a run without isolation reads exactly as it did before isolation existed.
 pub fn isolation_ran(outcome: &Outcome) -> bool {
     outcome.layers.iter().any(|l| l.isolated.is_some())
-}
-
-/// The largest isolated contributions to accumulated drift, `label(module) value` each, as a
-/// comma-separated list; the caller's `label` quotes names for its format.
-pub fn drift_contributors(drift: &Drift, label: impl Fn(&str) -> String) -> String {
-    drift
-        .contributors
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {}",
-                label(module_label(&c.module)),
-                fmt_num(c.isolated_rel_to_range)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// One band of the colour scale of error relative to range: one per decade, green to red.
