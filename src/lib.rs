@@ -6,6 +6,14 @@
 //! `capture`), `pairing`, `compare` (statistics and judged layers), `outcome` (the result
 //! and its gates), `report`; `app` holds the commands built from them. Everything after
 //! capture works on plain types and never touches tch or ort.
+//!
+//! Imports run one way, down this order: `text` (plain-text helpers: numbers, labels),
+//! `capture`, `onnx`, `pairing`, `signature`, `torch`, `inputs`, `compare`, `outcome`,
+//! `report`, `cli`, `app`. A module imports only modules before it, and no two files of
+//! one folder import each other round a cycle; `architecture` checks both on the source.
+
+#[cfg(test)]
+mod architecture;
 
 pub mod app;
 pub mod capture;
@@ -17,4 +25,5 @@ pub mod outcome;
 pub mod pairing;
 pub mod report;
 pub mod signature;
+pub mod text;
 pub mod torch;

@@ -6,8 +6,9 @@
 
 use crate::app::isolation;
 use crate::app::progress::Progress;
+use crate::app::runner::Runner;
+use crate::app::runtimes::environment;
 use crate::capture::memory::{self, MemoryPlan};
-use crate::capture::runner::Runner;
 use crate::capture::store::Keep;
 use crate::capture::{Capture, Side, Uncapturable};
 use crate::cli::config::CheckConfig;
@@ -23,8 +24,8 @@ use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::outcome::verdict;
 use crate::outcome::{
-    AccumulatedError, CoverageReport, Environment, FileInfo, FirstNonFinite, IsolationReport,
-    MemoryReport, Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    AccumulatedError, CoverageReport, FileInfo, FirstNonFinite, IsolationReport, MemoryReport,
+    Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
@@ -51,31 +52,6 @@ fn file_info(path: &Path) -> Result<FileInfo> {
         size_bytes,
         sha256: format!("{:x}", hasher.finalize()),
     })
-}
-
-pub fn environment(threads: usize) -> Environment {
-    // Release builds say "git-branch=rel-1.31.1" in their build info; the PyPI wheel says
-    // "HEAD", but its library file carries the version (libonnxruntime.so.1.31.1).
-    let info = ort::info();
-    let from_branch = info
-        .split(", ")
-        .find_map(|part| part.split("git-branch=rel-").nth(1))
-        .map(str::to_string);
-    let from_file = onnx::runtime::loaded_library()
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .and_then(|p| {
-            let name = p.file_name()?.to_string_lossy().into_owned();
-            name.split_once(".so.").map(|(_, v)| v.to_string())
-        });
-    let onnxruntime = from_branch
-        .or(from_file)
-        .unwrap_or_else(|| info.to_string());
-    Environment {
-        align_check: env!("CARGO_PKG_VERSION").to_string(),
-        libtorch: env!("ALIGN_CHECK_LIBTORCH_VERSION").to_string(),
-        onnxruntime,
-        threads,
-    }
 }
 
 /// Both models, loaded once for every sample, and how their tensors are kept.
@@ -195,7 +171,8 @@ pub fn capture_sample(
     let signature = SignatureReport::new(
         mapping,
         &arg_names,
-        &sample,
+        &sample.torch,
+        crate::inputs::signature_notes(&sample.inputs),
         one_sided,
         models.torch.state_writes().to_vec(),
     );
@@ -300,10 +277,7 @@ impl Accumulator {
                 progress.stage("writing the repro bundle");
                 let written = crate::app::repro::write(cfg, dir, &eval.layers, &torch, &onnx)?;
                 if written.is_none() && !cfg.quiet {
-                    eprintln!(
-                        "align-check: --repro: no layer diverges, so there is nothing to \
-                         reproduce (name one with --repro-layer)"
-                    );
+                    eprintln!("align-check: {}", crate::app::repro::NOTHING_TO_REPRODUCE);
                 }
                 written
             }
@@ -324,15 +298,19 @@ impl Accumulator {
         };
         let mut outcome = assemble(
             cfg,
-            pairing,
-            (eval, isolation),
-            details,
-            uncapturable,
-            self.first_inputs,
-            self.labels,
-            (timing, memory),
-            files,
-        )?;
+            Parts {
+                pairing,
+                eval,
+                isolation,
+                details,
+                uncapturable,
+                inputs: self.first_inputs,
+                samples: self.labels,
+                timing,
+                memory,
+                files,
+            },
+        );
         outcome.repro = repro;
         outcome.signature = self.signature;
         Ok(outcome)
@@ -383,18 +361,36 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    cfg: &CheckConfig,
+/// Everything a finished check hands to the outcome, by name.
+struct Parts {
     pairing: Pairing,
-    (eval, isolation): (Evaluation, Option<IsolationReport>),
+    eval: Evaluation,
+    isolation: Option<IsolationReport>,
     details: Vec<LayerDetail>,
     uncapturable: Vec<Uncapturable>,
+    /// The first sample's inputs, and every sample's label.
     inputs: Vec<ResolvedInput>,
     samples: Vec<String>,
-    (timing, memory): (Timing, MemoryReport),
-    (torch_model, onnx_model): (FileInfo, FileInfo),
-) -> Result<Outcome> {
+    timing: Timing,
+    memory: MemoryReport,
+    /// The TorchScript and the ONNX file.
+    files: (FileInfo, FileInfo),
+}
+
+/// The outcome of a finished check, its gates judged.
+fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
+    let Parts {
+        pairing,
+        eval,
+        isolation,
+        details,
+        uncapturable,
+        inputs,
+        samples,
+        timing,
+        memory,
+        files: (torch_model, onnx_model),
+    } = parts;
     let coverage = pairing.coverage.clone();
     let mut outcome = Outcome {
         schema_version: SCHEMA_VERSION,
@@ -445,7 +441,7 @@ fn assemble(
     for gate in verdict::gates(&outcome) {
         outcome.add_gate(gate);
     }
-    Ok(outcome)
+    outcome
 }
 
 /// Applies `--baseline`: adds the growth of every layer and its gate. A missing baseline file
@@ -494,7 +490,7 @@ pub fn run(cfg: &CheckConfig) -> Result<ExitCode> {
             "align-check: wrote repro bundle {} for layer {} ({}): run python repro.py there",
             repro.dir,
             repro.layer_index,
-            crate::report::format::module_label(&repro.module)
+            crate::text::module_label(&repro.module)
         );
     }
     if let (true, Some(path)) = (cfg.update_baseline, &cfg.baseline) {

@@ -15,7 +15,7 @@ use crate::cli::InspectArgs;
 use crate::inputs::{npy, resolve, torch_args, InputRequest};
 use crate::onnx;
 use crate::onnx::signature::{Dim, InputSpec};
-use crate::report::module_label;
+use crate::text::module_label;
 use crate::torch::TorchModel;
 use anyhow::{anyhow, Result};
 use std::fmt::Write;

@@ -115,39 +115,14 @@ fn isolate(
         let results = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds)?;
         runs += 1;
         let tests = fetched_tensors(group, &seg.outputs, results);
-        let policy = &cfg.policy;
-        let judge = |(asked, test): &(&String, HostTensor)| -> Vec<(usize, Option<Isolated>)> {
-            let judged = |i: usize| {
-                let stats = layer_stats(&layers[i], torch, test, policy).ok()?;
-                Some(Isolated {
-                    max_abs: stats.max_abs,
-                    rel_to_range: stats.rel_to_range,
-                    pass: stats.pass,
-                    rounding_floor: None,
-                })
-            };
-            let of = layers_of.get(asked.as_str()).into_iter().flatten();
-            of.map(|&i| (i, judged(i))).collect()
+        let by = Judging {
+            layers,
+            layers_of: &layers_of,
+            torch,
+            policy: &cfg.policy,
         };
-        let judged: Vec<Vec<(usize, Option<Isolated>)>> = if memory.compare_in_parallel() {
-            tests.par_iter().map(judge).collect()
-        } else {
-            tests.iter().map(judge).collect()
-        };
-        let judged: Vec<(usize, Option<Isolated>)> = judged.into_iter().flatten().collect();
-        let failing_layers: HashSet<usize> = judged
-            .iter()
-            .filter(|(_, iso)| iso.as_ref().is_some_and(|x| !x.pass))
-            .map(|(i, _)| *i)
-            .collect();
-        let failing: Vec<&String> = tests
-            .iter()
-            .map(|(asked, _)| *asked)
-            .filter(|asked| {
-                let of = layers_of.get(asked.as_str()).into_iter().flatten();
-                of.into_iter().any(|i| failing_layers.contains(i))
-            })
-            .collect();
+        let judged = by.judge(&tests, memory.compare_in_parallel());
+        let failing = by.failing(&tests, &judged);
         // Only a failure in isolation costs a second run: its rounding floor.
         let responses = if failing.is_empty() {
             HashMap::new()
@@ -170,6 +145,66 @@ fn isolate(
         }
     }
     Ok((isolated, runs))
+}
+
+/// What judging one segment run's fetched values needs: the layers, which of them each
+/// ONNX value is, PyTorch's capture and the tolerances.
+struct Judging<'a> {
+    layers: &'a [LayerResult],
+    layers_of: &'a HashMap<&'a str, Vec<usize>>,
+    torch: &'a Capture,
+    policy: &'a TolerancePolicy,
+}
+
+impl Judging<'_> {
+    /// Each layer a fetched value is, with its isolated error (`None` where it could not be
+    /// compared); in parallel when the memory plan allows it.
+    fn judge(
+        &self,
+        tests: &[(&String, HostTensor)],
+        parallel: bool,
+    ) -> Vec<(usize, Option<Isolated>)> {
+        let judge = |(asked, test): &(&String, HostTensor)| -> Vec<(usize, Option<Isolated>)> {
+            let judged = |i: usize| {
+                let stats = layer_stats(&self.layers[i], self.torch, test, self.policy).ok()?;
+                Some(Isolated {
+                    max_abs: stats.max_abs,
+                    rel_to_range: stats.rel_to_range,
+                    pass: stats.pass,
+                    rounding_floor: None,
+                })
+            };
+            let of = self.layers_of.get(asked.as_str()).into_iter().flatten();
+            of.map(|&i| (i, judged(i))).collect()
+        };
+        let judged: Vec<Vec<(usize, Option<Isolated>)>> = if parallel {
+            tests.par_iter().map(judge).collect()
+        } else {
+            tests.iter().map(judge).collect()
+        };
+        judged.into_iter().flatten().collect()
+    }
+
+    /// The fetched values some layer of which fails in isolation.
+    fn failing<'t>(
+        &self,
+        tests: &[(&'t String, HostTensor)],
+        judged: &[(usize, Option<Isolated>)],
+    ) -> Vec<&'t String> {
+        let failing_layers: HashSet<usize> = judged
+            .iter()
+            .filter(|(_, iso)| iso.as_ref().is_some_and(|x| !x.pass))
+            .map(|(i, _)| *i)
+            .collect();
+        tests
+            .iter()
+            .map(|(asked, _)| *asked)
+            .filter(|asked| {
+                let of = self.layers_of.get(asked.as_str()).into_iter().flatten();
+                of.into_iter().any(|i| failing_layers.contains(i))
+            })
+            .collect()
+    }
 }
 
 /// The fetched values of one segment run, each under the name the plan asked for. Converted

@@ -3,7 +3,7 @@
 //! `summary` (many runs' JSON reports merged into one overview),
 //! the isolation run that says where a failing layer's error is made (`isolation`), the
 //! bundle that reproduces one layer without align-check (`repro`), and
-//! what they share: the two runtimes behind the one runner shape (`runners`), runtime
+//! what they share: the two runtimes behind the one runner shape (`runner`, `runners`), runtime
 //! setup (`runtimes`), progress on stderr (`progress`), and what is said about the files
 //! before any comparison (`training_mode`, `model_identity`, and for a pair, `signatures`).
 
@@ -13,6 +13,7 @@ pub mod isolation;
 pub mod model_identity;
 pub mod progress;
 pub mod repro;
+pub mod runner;
 pub mod runners;
 pub mod runtimes;
 pub mod signatures;

@@ -21,11 +21,15 @@ use crate::inputs::npz_writer::write_npz;
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment;
 use crate::outcome::{Isolated, LayerResult, ReproReport};
-use crate::report::format::{fmt_num, module_label};
+use crate::text::{fmt_num, module_label};
 use anyhow::{anyhow, bail, Context, Result};
 use prost::Message;
 use serde_json::json;
 use std::path::Path;
+
+/// What `--repro` says when no layer was named and none diverges (tested word for word).
+pub const NOTHING_TO_REPRODUCE: &str =
+    "--repro: no layer diverges, so there is nothing to reproduce (name one with --repro-layer)";
 
 /// The script every bundle carries, kept with the project's other Python in scripts/.
 const REPRO_SCRIPT: &str = include_str!("../../scripts/repro_bundle.py");
@@ -160,7 +164,7 @@ impl Bundle<'_> {
         };
         write_npz(&file("expected.npz"), &[("expected", &expected)])
             .context("--repro: expected.npz")?;
-        let env = crate::app::check::environment(self.cfg.runtime.threads);
+        let env = crate::app::runtimes::environment(self.cfg.runtime.threads);
         write_file(
             &file("repro.json"),
             serde_json::to_string_pretty(&self.config(&env))?.as_bytes(),

@@ -1,10 +1,10 @@
-//! The two runtimes behind `capture::Runner`, each with the glue that is its own: TorchScript
+//! The two runtimes behind `runner::Runner`, each with the glue that is its own: TorchScript
 //! gets its `forward` arguments (tensors, numbers, containers) in argument order and its
 //! tensors in its parameters' dtype, and fails with a message that names a placeholder
 //! argument if one was used; ONNX Runtime gets the inputs its graph declares, in groups
 //! under a memory budget. Which graph inputs then pair is `signature::boundary`'s business.
 
-use crate::capture::runner::Runner;
+use super::runner::Runner;
 use crate::capture::store::Keep;
 use crate::capture::{Capture, Side};
 use crate::inputs::samples::Sample;

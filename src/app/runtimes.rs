@@ -1,11 +1,13 @@
 //! Process-wide runtime setup shared by every command: thread counts, extra operator
-//! libraries, and the ONNX Runtime environment.
+//! libraries, the ONNX Runtime environment, and the versions a report says computed it.
 //!
 //! Both runtimes get the same thread count so that neither side's timing is an accident of
 //! its defaults. Operator libraries are opened once and kept open for the whole process:
 //! libtorch registers ops when the library loads, and unloading would leave dangling kernels.
 
 use crate::cli::config::RuntimeConfig;
+use crate::onnx;
+use crate::outcome::Environment;
 use anyhow::{anyhow, bail, Result};
 use std::sync::{Once, OnceLock};
 
@@ -49,4 +51,30 @@ pub fn init(rt: &RuntimeConfig, need_onnx: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The versions of align-check and both runtimes, and the threads each ran with.
+pub fn environment(threads: usize) -> Environment {
+    // Release builds say "git-branch=rel-1.31.1" in their build info; the PyPI wheel says
+    // "HEAD", but its library file carries the version (libonnxruntime.so.1.31.1).
+    let info = ort::info();
+    let from_branch = info
+        .split(", ")
+        .find_map(|part| part.split("git-branch=rel-").nth(1))
+        .map(str::to_string);
+    let from_file = onnx::runtime::loaded_library()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.split_once(".so.").map(|(_, v)| v.to_string())
+        });
+    let onnxruntime = from_branch
+        .or(from_file)
+        .unwrap_or_else(|| info.to_string());
+    Environment {
+        align_check: env!("CARGO_PKG_VERSION").to_string(),
+        libtorch: env!("ALIGN_CHECK_LIBTORCH_VERSION").to_string(),
+        onnxruntime,
+        threads,
+    }
 }

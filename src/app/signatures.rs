@@ -24,7 +24,7 @@ fn torch_side(slot: &str, infos: &[InputInfo]) -> String {
     }
     let arg = infos
         .iter()
-        .find(|i| crate::inputs::torch_args::argument_name(&i.name) == slot);
+        .find(|i| crate::signature::types::argument_name(&i.name) == slot);
     match arg {
         Some(i) => {
             let default = i

@@ -2,7 +2,7 @@
 //! execution order (this file), with the host tensors they hold (`tensor`), where those wait
 //! until compared (`store`), the memory budget that decides it (`memory`), and telling model
 //! files apart by their first bytes (`sniff`). The runtimes that fill these types are `torch`
-//! and `onnx`, both behind the one shape of `runner`.
+//! and `onnx`, both behind the one shape of `app::runner`.
 //!
 //! Both runners (TorchScript through the C++ shim, ONNX through ort) fill the same types, so
 //! pairing, statistics and reports are written once and tested on synthetic captures. A value
@@ -12,7 +12,6 @@
 
 pub mod location;
 pub mod memory;
-pub mod runner;
 pub mod sniff;
 pub mod store;
 pub mod tensor;

@@ -4,7 +4,7 @@
 //! model, a coverage ratio outside 0..1, tolerance globs) happens here, so the pipeline can
 //! trust every field.
 
-use crate::cli::config_file::{InputsSection, ReportsSection, RuntimeSection};
+use crate::cli::config_file::{FileConfig, InputsSection, ReportsSection, RuntimeSection};
 use crate::cli::{CheckArgs, InputArgs, ReportArgs, RuntimeArgs};
 use crate::compare::output_tolerance::OutputTolerance;
 use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
@@ -203,6 +203,43 @@ fn check_output_path(out: &Path, models: &[&Path]) -> Result<()> {
     Ok(())
 }
 
+/// The tolerances: the command line's, then the configuration file's, per-layer overrides
+/// in that order (the first matching pattern wins), and the outputs' own rule.
+fn tolerance_policy(args: &CheckArgs, file: &FileConfig) -> Result<TolerancePolicy> {
+    // Command-line overrides come first: the first matching pattern wins.
+    let mut overrides = args
+        .tolerances
+        .iter()
+        .map(|s| parse_override(s).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()
+        .context("--tolerance")?;
+    overrides.extend(file.tolerances.overrides.iter().map(|o| Override {
+        pattern: o.pattern.clone(),
+        tol: Tolerance {
+            atol: o.atol,
+            rtol: o.rtol,
+        },
+    }));
+    TolerancePolicy::new(
+        args.atol.or(file.tolerances.atol),
+        args.rtol.or(file.tolerances.rtol),
+        overrides,
+    )
+    .and_then(|p| {
+        p.with_output_rule(
+            OutputTolerance {
+                atol: args.output_atol.or(file.tolerances.output_atol),
+                rtol: args.output_rtol.or(file.tolerances.output_rtol),
+                rel_to_range: args
+                    .output_rel_to_range
+                    .or(file.tolerances.output_rel_to_range),
+            },
+            args.strict_small || file.tolerances.strict_small.unwrap_or(false),
+        )
+    })
+    .map_err(anyhow::Error::msg)
+}
+
 impl CheckConfig {
     pub fn from_args(args: &CheckArgs) -> Result<CheckConfig> {
         let file = crate::cli::config_file::load(args.config.as_deref())?.unwrap_or_default();
@@ -215,38 +252,7 @@ impl CheckConfig {
         if !(0.0..=1.0).contains(&min_coverage) {
             bail!("--min-coverage must be between 0 and 1, got {min_coverage}");
         }
-        // Command-line overrides come first: the first matching pattern wins.
-        let mut overrides = args
-            .tolerances
-            .iter()
-            .map(|s| parse_override(s).map_err(anyhow::Error::msg))
-            .collect::<Result<Vec<_>>>()
-            .context("--tolerance")?;
-        overrides.extend(file.tolerances.overrides.iter().map(|o| Override {
-            pattern: o.pattern.clone(),
-            tol: Tolerance {
-                atol: o.atol,
-                rtol: o.rtol,
-            },
-        }));
-        let policy = TolerancePolicy::new(
-            args.atol.or(file.tolerances.atol),
-            args.rtol.or(file.tolerances.rtol),
-            overrides,
-        )
-        .and_then(|p| {
-            p.with_output_rule(
-                OutputTolerance {
-                    atol: args.output_atol.or(file.tolerances.output_atol),
-                    rtol: args.output_rtol.or(file.tolerances.output_rtol),
-                    rel_to_range: args
-                        .output_rel_to_range
-                        .or(file.tolerances.output_rel_to_range),
-                },
-                args.strict_small || file.tolerances.strict_small.unwrap_or(false),
-            )
-        })
-        .map_err(anyhow::Error::msg)?;
+        let policy = tolerance_policy(args, &file)?;
         let reports = Reports::resolve(&args.reports, &file.reports);
         let baseline = args.baseline.clone().or_else(|| file.gate.baseline.clone());
         if args.update_baseline && baseline.is_none() {

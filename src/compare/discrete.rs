@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::capture::tensor::DType;
 use crate::capture::Capture;
-use crate::outcome::{LayerResult, Origin};
+use crate::compare::judged::{LayerResult, Origin};
 
 /// One discrete value that differs only because of what it was computed from.
 #[derive(Debug, Clone, Serialize)]
@@ -63,7 +63,7 @@ pub fn flips(layers: &[LayerResult], torch: &Capture) -> Vec<DiscreteFlip> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Origin;
+    use crate::compare::judged::Origin;
 
     #[test]
     fn an_accumulated_integer_layer_is_a_flip_and_a_float_one_is_not() {

@@ -11,11 +11,11 @@ use crate::capture::tensor::HostTensor;
 use crate::capture::{Capture, CapturedValue};
 use crate::compare::details::{layer_detail, LayerDetail};
 use crate::compare::discrete::DiscreteFlip;
+use crate::compare::judged::{Cause, Comparison, Divergence, LayerResult, OutputResult};
 use crate::compare::precision;
 use crate::compare::small_values::{self, SmallValues};
 use crate::compare::stats::{compare, ErrorStats};
 use crate::compare::tolerance::{Tolerance, TolerancePolicy};
-use crate::outcome::{Comparison, Divergence, LayerResult, OutputResult};
 use crate::pairing::Pairing;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
@@ -286,18 +286,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
         });
     }
     let origins = origins_of(&layers);
-    let small_values = layers
-        .iter()
-        .filter(|l| small_values::passes_only_by_atol(&l.cmp))
-        .map(|l| SmallValues {
-            layer_index: l.index,
-            module: l.module.clone(),
-            onnx_node: l.onnx_node.clone(),
-            rel_to_range: l.cmp.rel_to_range,
-            max_value: l.cmp.ref_max_abs,
-            atol: l.cmp.tol.atol,
-        })
-        .collect();
+    let small_values = small_values_of(&layers);
     let outputs = pairing
         .outputs
         .iter()
@@ -316,6 +305,22 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
         small_values,
         flips: Vec::new(),
     }
+}
+
+/// The layers that pass only because their values lie below the absolute tolerance.
+fn small_values_of(layers: &[LayerResult]) -> Vec<SmallValues> {
+    layers
+        .iter()
+        .filter(|l| small_values::passes_only_by_atol(&l.cmp))
+        .map(|l| SmallValues {
+            layer_index: l.index,
+            module: l.module.clone(),
+            onnx_node: l.onnx_node.clone(),
+            rel_to_range: l.cmp.rel_to_range,
+            max_value: l.cmp.ref_max_abs,
+            atol: l.cmp.tol.atol,
+        })
+        .collect()
 }
 
 /// For each layer pair, whether its failure is unconfirmed: it exceeds its tolerance, yet
@@ -448,16 +453,14 @@ pub fn divergence_of(l: &LayerResult) -> Divergence {
 
 /// A failing layer judged in a reduced precision whose reference values exceed that
 /// precision's largest finite number: the other side clamped them or made them infinite.
-fn overflow(l: &LayerResult) -> Option<String> {
+fn overflow(l: &LayerResult) -> Option<Cause> {
     let dtype = DType::from_name(&l.cmp.precision)?;
     let limit = precision::max_finite(dtype)?;
-    (!l.cmp.pass && l.cmp.ref_max_abs > limit).then(|| {
-        format!(
-            "{} overflow at {}: max |reference| {:.2e} exceeds {limit}",
-            dtype.name(),
-            crate::report::module_label(&l.module),
-            l.cmp.ref_max_abs
-        )
+    (!l.cmp.pass && l.cmp.ref_max_abs > limit).then(|| Cause::Overflow {
+        precision: dtype.name().to_string(),
+        module: l.module.clone(),
+        max_reference: l.cmp.ref_max_abs,
+        limit,
     })
 }
 

@@ -10,8 +10,10 @@
 
 use crate::capture::tensor::DType;
 use crate::capture::{Capture, ValueRole};
+use crate::compare::judged::{
+    Drift, DriftContributor, Isolated, LayerResult, Origin, OutputResult,
+};
 use crate::compare::output_tolerance::OutputTolerance;
-use crate::outcome::{Drift, DriftContributor, Isolated, LayerResult, Origin, OutputResult};
 
 /// One ONNX value an isolation run receives from PyTorch instead of computing it.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +125,7 @@ pub fn drift(layers: &[LayerResult], outputs: &[OutputResult]) -> Option<Drift> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::LayerStatus;
+    use crate::compare::judged::LayerStatus;
 
     fn layer(index: usize, pass: bool, upstream_failed: bool) -> LayerResult {
         let mut l = crate::compare::evaluate::tests::layer_result(index);

@@ -1,16 +1,18 @@
 //! Stage 4, comparison: from pairs to judged layers. Error statistics of one tensor pair
-//! (`stats`), the tolerance each pair is judged by (`tolerance`) in the precision its values
+//! (`stats`), the tolerance each pair is judged by (`tolerance`, one tolerance's element bound in `bound`) in the precision its values
 //! were computed in (`precision`), every pair compared and the first divergence found
-//! (`evaluate`), the outputs' own looser rule (`output_tolerance`), layers whose values are
+//! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`), layers whose values are
 //! too small for the absolute tolerance to mean anything (`small_values`), discrete decisions
 //! that flip under rounding (`discrete`), what an isolation run feeds and what its results say about where each
 //! error is made (`isolation`), and element-level detail for the layers a reader looks at
 //! (`details`).
 
+pub mod bound;
 pub mod details;
 pub mod discrete;
 pub mod evaluate;
 pub mod isolation;
+pub mod judged;
 pub mod output_tolerance;
 pub mod precision;
 pub mod rounding;

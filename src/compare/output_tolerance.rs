@@ -14,8 +14,8 @@
 use serde::Serialize;
 
 use crate::capture::tensor::DType;
+use crate::compare::bound::Tolerance;
 use crate::compare::stats::ErrorStats;
-use crate::compare::tolerance::Tolerance;
 
 /// Default output tolerance per element type: 10x the per-layer float tolerances, calibrated
 /// on clean deep networks with trained-like activations (README, "Tolerances"). Integer and

@@ -82,6 +82,24 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// What the signature report says about inputs fed to one side only or differently: one
+/// note per such input, in input order.
+pub fn signature_notes(inputs: &[ResolvedInput]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for i in inputs {
+        if let Some(n) = &i.onnx_only {
+            notes.push(format!("ONNX input '{}': {n}", i.name));
+        }
+        if let Some(n) = &i.torch_differs {
+            notes.push(format!(
+                "inputs differ: ONNX input '{}' ({}): {n}",
+                i.name, i.source
+            ));
+        }
+    }
+    notes
+}
+
 /// Number of NaN and infinite elements (0 for integer and bool tensors).
 pub fn count_nonfinite(t: &HostTensor) -> usize {
     if !t.dtype().is_float() {
@@ -200,37 +218,9 @@ pub fn resolve_except(
     others: &[&str],
 ) -> Result<Vec<ResolvedInput>> {
     let mut known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    let n_onnx = known.len();
     known.extend_from_slice(others);
-    let unknown = |name: &str, flag: &str| {
-        anyhow!(
-            "{flag} names input '{name}', but the ONNX model's inputs are: {}",
-            known[..n_onnx].join(", ")
-        )
-    };
-    for (name, _) in &request.files {
-        if !known.contains(&name.as_str()) {
-            return Err(unknown(name, "--input"));
-        }
-    }
-    for (name, _) in &request.shapes {
-        if !known.contains(&name.as_str()) {
-            return Err(unknown(name, "--shape"));
-        }
-    }
-    let mut archive: BTreeMap<String, HostTensor> = match &request.archive {
-        Some(path) => npy::read_npz(path)?.into_iter().collect(),
-        None => BTreeMap::new(),
-    };
-    if let Some(path) = &request.archive {
-        if let Some(extra) = archive.keys().find(|k| !known.contains(&k.as_str())) {
-            bail!(
-                "{} holds array '{extra}', which is not an input of the ONNX model (inputs: {})",
-                path.display(),
-                known[..n_onnx].join(", ")
-            );
-        }
-    }
+    let onnx_names = known[..specs.len()].join(", ");
+    let mut archive = given_arrays(request, &known, &onnx_names)?;
 
     // Zero-filled inputs come last: their dynamic dimensions are taken from the inputs that
     // share their names (`batch_size`, `sequence_length`).
@@ -242,38 +232,14 @@ pub fn resolve_except(
     let mut resolved: Vec<Option<ResolvedInput>> = vec![None; specs.len()];
     for position in order {
         let spec = &specs[position];
-        let (tensor, source, converted) =
-            if let Some((_, path)) = request.files.iter().find(|(n, _)| n == &spec.name) {
-                let origin = path.display().to_string();
-                let (t, converted) = conform(spec, npy::read_npy(path)?, &origin)?;
-                (t, format!("file:{origin}"), converted)
-            } else if let Some((t, key)) = take_array(&mut archive, request, &spec.name) {
-                let origin = format!(
-                    "{}[{key}]",
-                    request.archive.as_ref().expect("archive present").display(),
-                );
-                let (t, converted) = conform(spec, t, &origin)?;
-                (t, format!("npz:{origin}"), converted)
-            } else if request.zero_filled.contains(&spec.name) {
-                // State the TorchScript module keeps itself: random data would differ from the
-                // module's loaded state for certain, zeros (the usual initial state) only
-                // perhaps; the note says what was assumed, and data given for it wins.
-                let shape = zero_shape(spec, request, specs, &resolved)?;
-                let t = random::filled(spec.dtype, &shape, 0.0);
-                (t, "zeros".to_string(), None)
-            } else if let Some(path) = &request.archive {
-                // An archive that lacks an input is a mistake, not a request for random data.
-                bail!(
-                    "{} has no array '{}' (the ONNX model's inputs are: {})",
-                    path.display(),
-                    spec.name,
-                    known[..n_onnx].join(", ")
-                );
-            } else {
-                let shape = random_shape(spec, request)?;
-                let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
-                (t, format!("random:seed={}", request.seed), None)
-            };
+        let (tensor, source, converted) = tensor_for(
+            position,
+            specs,
+            request,
+            &mut archive,
+            &resolved,
+            &onnx_names,
+        )?;
         let onnx_only = request
             .zero_filled
             .contains(&spec.name)
@@ -292,6 +258,82 @@ pub fn resolve_except(
         });
     }
     Ok(resolved.into_iter().flatten().collect())
+}
+
+/// The arrays of `--inputs FILE.npz` by name, once every name the request gives (`--input`,
+/// `--shape`, the archive's arrays) is checked against the `known` inputs.
+fn given_arrays(
+    request: &InputRequest,
+    known: &[&str],
+    onnx_names: &str,
+) -> Result<BTreeMap<String, HostTensor>> {
+    let unknown = |name: &str, flag: &str| {
+        anyhow!("{flag} names input '{name}', but the ONNX model's inputs are: {onnx_names}")
+    };
+    for (name, _) in &request.files {
+        if !known.contains(&name.as_str()) {
+            return Err(unknown(name, "--input"));
+        }
+    }
+    for (name, _) in &request.shapes {
+        if !known.contains(&name.as_str()) {
+            return Err(unknown(name, "--shape"));
+        }
+    }
+    let Some(path) = &request.archive else {
+        return Ok(BTreeMap::new());
+    };
+    let archive: BTreeMap<String, HostTensor> = npy::read_npz(path)?.into_iter().collect();
+    if let Some(extra) = archive.keys().find(|k| !known.contains(&k.as_str())) {
+        bail!(
+            "{} holds array '{extra}', which is not an input of the ONNX model (inputs: {onnx_names})",
+            path.display(),
+        );
+    }
+    Ok(archive)
+}
+
+/// The tensor of input `position`, where it came from (`file:`, `npz:`, `zeros`, `random:`)
+/// and the dtype it was converted from, if it was.
+fn tensor_for(
+    position: usize,
+    specs: &[InputSpec],
+    request: &InputRequest,
+    archive: &mut BTreeMap<String, HostTensor>,
+    resolved: &[Option<ResolvedInput>],
+    onnx_names: &str,
+) -> Result<(HostTensor, String, Option<DType>)> {
+    let spec = &specs[position];
+    if let Some((_, path)) = request.files.iter().find(|(n, _)| n == &spec.name) {
+        let origin = path.display().to_string();
+        let (t, converted) = conform(spec, npy::read_npy(path)?, &origin)?;
+        Ok((t, format!("file:{origin}"), converted))
+    } else if let Some((t, key)) = take_array(archive, request, &spec.name) {
+        let origin = format!(
+            "{}[{key}]",
+            request.archive.as_ref().expect("archive present").display(),
+        );
+        let (t, converted) = conform(spec, t, &origin)?;
+        Ok((t, format!("npz:{origin}"), converted))
+    } else if request.zero_filled.contains(&spec.name) {
+        // State the TorchScript module keeps itself: random data would differ from the
+        // module's loaded state for certain, zeros (the usual initial state) only
+        // perhaps; the note says what was assumed, and data given for it wins.
+        let shape = zero_shape(spec, request, specs, resolved)?;
+        let t = random::filled(spec.dtype, &shape, 0.0);
+        Ok((t, "zeros".to_string(), None))
+    } else if let Some(path) = &request.archive {
+        // An archive that lacks an input is a mistake, not a request for random data.
+        bail!(
+            "{} has no array '{}' (the ONNX model's inputs are: {onnx_names})",
+            path.display(),
+            spec.name,
+        );
+    } else {
+        let shape = random_shape(spec, request)?;
+        let t = random::random_tensor(spec.dtype, &shape, request.seed, position);
+        Ok((t, format!("random:seed={}", request.seed), None))
+    }
 }
 
 /// The shape of a zero-filled input: as `random_shape`, with each named dynamic dimension

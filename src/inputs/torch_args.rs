@@ -22,7 +22,7 @@ use super::{npy, random, InputRequest, ResolvedInput};
 use crate::capture::tensor::{format_shape, DType, HostTensor, TensorData};
 use crate::onnx::signature::{Dim, InputSpec};
 use crate::signature::mapping::{self, Mapping, OnnxInput, TorchArg};
-use crate::signature::types::{describe, ArgType, ArgValue};
+use crate::signature::types::{argument_name, describe, ArgType, ArgValue};
 use crate::torch::InputInfo;
 use anyhow::{anyhow, bail, Result};
 use std::collections::BTreeMap;
@@ -30,15 +30,6 @@ use std::path::Path;
 
 /// The note a TorchScript-only input carries in reports, and how its data was chosen.
 const UNUSED_NOTE: &str = "unused by ONNX: not an input of the ONNX model";
-
-/// A Python argument name as TorchScript's graph spells it, without the `.N` suffix it adds
-/// to keep SSA names unique (`x.1` is argument `x`).
-pub fn argument_name(debug_name: &str) -> &str {
-    match debug_name.rsplit_once('.') {
-        Some((base, n)) if !base.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => base,
-        _ => debug_name,
-    }
-}
 
 /// The forward arguments as the mapping sees them; `elements` lists (graph argument name,
 /// key) for every tensor the graph reads out of a container argument.
@@ -492,14 +483,6 @@ pub fn explain_run_error(err: anyhow::Error, placeholders: &[String]) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn argument_names_lose_the_ssa_suffix_only() {
-        assert_eq!(argument_name("x.1"), "x");
-        assert_eq!(argument_name("mask"), "mask");
-        assert_eq!(argument_name("a.b"), "a.b");
-        assert_eq!(argument_name(".1"), ".1");
-    }
 
     #[test]
     fn container_keys_come_from_the_graph_reads_of_that_argument() {

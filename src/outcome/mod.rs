@@ -9,19 +9,23 @@
 //! infinity.
 
 pub mod baseline;
+pub mod gate;
 pub mod verdict;
 
 use crate::capture::Uncapturable;
 use crate::compare::details::LayerDetail;
 use crate::compare::discrete::DiscreteFlip;
+pub use crate::compare::judged::{
+    Cause, Comparison, Divergence, Drift, DriftContributor, Isolated, LayerResult, LayerStatus,
+    Origin, OutputResult,
+};
 use crate::compare::small_values::SmallValues;
 pub use crate::compare::stats::finite_or_null;
-use crate::compare::stats::ErrorStats;
 use crate::inputs::ResolvedInput;
 use crate::outcome::baseline::BaselineReport;
 use crate::pairing::{Coverage, Unpaired};
+pub use gate::{Gate, GateFinding, GateName};
 use serde::Serialize;
-use std::ops::{Deref, DerefMut};
 
 /// Bumped whenever a key is renamed or removed or its meaning changes; adding keys does not.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -31,244 +35,6 @@ pub const SCHEMA_VERSION: u32 = 2;
 pub enum Verdict {
     Pass,
     Fail,
-}
-
-/// The checks a run must pass; the verdict fails when any of them does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GateName {
-    /// Every paired layer within its tolerance (unconfirmed pairs are not gated).
-    Layers,
-    /// Every graph output within its tolerance.
-    Outputs,
-    /// At least `--min-coverage` of the TorchScript layers compared.
-    Coverage,
-    /// No error grew more than `--max-growth` times since `--baseline` (only with one).
-    Baseline,
-}
-
-impl GateName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GateName::Layers => "layers",
-            GateName::Outputs => "outputs",
-            GateName::Coverage => "coverage",
-            GateName::Baseline => "baseline",
-        }
-    }
-}
-
-/// One gate's result, computed once (`crate::outcome::verdict`) and read by every report.
-#[derive(Debug, Clone, Serialize)]
-pub struct Gate {
-    pub name: GateName,
-    pub passed: bool,
-    /// One line: why it failed, or what it found when it passed.
-    pub detail: String,
-}
-
-/// One compared pair as the report shows it: what was compared, its statistics (each defined
-/// once, in `ErrorStats`, and serialised in place), and over how many samples. Reads as its
-/// statistics (`cmp.rel_to_range`) through `Deref`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    pub shape: Vec<usize>,
-    pub dtype: String,
-    pub onnx_dtype: String,
-    /// The precision the pair is judged in: the lower of the precisions the two values were
-    /// computed in (`float16` for every value of a model converted to float16, including
-    /// the float32 outputs it casts back to).
-    pub precision: String,
-    /// The worst sample's statistics.
-    #[serde(flatten)]
-    pub stats: ErrorStats,
-    /// Input samples this pair was compared on; the statistics above are the worst one's.
-    pub samples: usize,
-    pub worst_sample: usize,
-    /// 95th percentile of `rel_to_range` across samples (equal to it for one sample).
-    #[serde(serialize_with = "finite_or_null")]
-    pub p95_rel_to_range: f64,
-    /// Whether the pair passes the per-layer rule. The same as `pass` for a layer; for a graph
-    /// output, judged by its own looser rule, what the per-layer rule says of it: a witness of
-    /// whether an error upstream propagates (`evaluate::unconfirmed_layers`).
-    #[serde(skip)]
-    pub pass_as_layer: bool,
-}
-
-impl Deref for Comparison {
-    type Target = ErrorStats;
-
-    fn deref(&self) -> &ErrorStats {
-        &self.stats
-    }
-}
-
-impl DerefMut for Comparison {
-    fn deref_mut(&mut self) -> &mut ErrorStats {
-        &mut self.stats
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LayerResult {
-    /// Position in `layers`, in TorchScript execution order.
-    pub index: usize,
-    pub module: String,
-    pub module_type: String,
-    pub torch_op: String,
-    pub torch_value: String,
-    pub onnx_node: String,
-    pub onnx_op: String,
-    pub onnx_value: String,
-    pub paired_by: String,
-    /// Module paths compared as part of this pair (the conv of a fused conv+bn).
-    pub fused: Vec<String>,
-    /// The line of the model's code that made the value: the innermost frame of its Python
-    /// stack outside PyTorch (TorchScript's record, else the dynamo exporter's).
-    pub source: Option<String>,
-    /// That whole stack, outermost frame first (`file:line`); empty where neither side
-    /// recorded one.
-    pub source_stack: Vec<String>,
-    /// Whether some layer upstream of this one already fails (its error may be inherited).
-    pub upstream_failed: bool,
-    /// Exceeds its tolerance while every paired layer computed from it agrees with PyTorch:
-    /// the signature of a doubtful pair (a real fault propagates), so it is reported but
-    /// neither gated nor named as a divergence on its own.
-    pub unconfirmed: bool,
-    #[serde(flatten)]
-    pub cmp: Comparison,
-    /// The error this layer's own ONNX segment adds when fed PyTorch's values (see
-    /// `compare::isolation`); `None` when isolation did not run or could not isolate it.
-    pub isolated: Option<Isolated>,
-    /// Whether a failing layer introduces its error or receives it from upstream, judged from
-    /// `isolated`; `None` where `isolated` is.
-    pub origin: Option<Origin>,
-    #[serde(skip)]
-    pub torch_id: usize,
-    #[serde(skip)]
-    pub onnx_id: usize,
-}
-
-/// A layer's error in isolation: ONNX Runtime's value when the layer's segment reads
-/// PyTorch's values for every paired value it consumes, against PyTorch's own.
-#[derive(Debug, Clone, Serialize)]
-pub struct Isolated {
-    #[serde(serialize_with = "finite_or_null")]
-    pub max_abs: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub rel_to_range: f64,
-    /// Within the same tolerance the layer is judged by, or within its rounding floor.
-    pub pass: bool,
-    /// Measured only for a layer beyond its tolerance in isolation: the isolated error (of
-    /// range) that float rounding alone may reach in its segment (`compare::rounding`);
-    /// `null` otherwise.
-    pub rounding_floor: Option<f64>,
-}
-
-/// Where a layer's error comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Origin {
-    /// Fails, and fails in isolation too: this layer's own computation differs.
-    Introduced,
-    /// Fails, but passes in isolation: the error comes from upstream.
-    Accumulated,
-    /// Within tolerance.
-    Pass,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Introduced => "introduced",
-            Origin::Accumulated => "accumulated",
-            Origin::Pass => "pass",
-        }
-    }
-}
-
-/// How a layer stands, the one mapping every report uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayerStatus {
-    Ok,
-    /// Fails with every upstream layer passing: where an error starts.
-    Origin,
-    /// Fails below a failing layer: the error may be inherited.
-    Inherited,
-    /// Fails, but passes in isolation: its error comes from upstream (isolation ran).
-    Accumulated,
-    /// Beyond tolerance, but every paired layer computed from it agrees: a doubtful pair.
-    Unconfirmed,
-}
-
-impl LayerStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LayerStatus::Ok => "ok",
-            LayerStatus::Origin => "origin",
-            LayerStatus::Inherited => "inherited",
-            LayerStatus::Accumulated => "accumulated",
-            LayerStatus::Unconfirmed => "unconfirmed",
-        }
-    }
-}
-
-impl LayerResult {
-    /// Whether this layer counts against the gate: beyond tolerance, not unconfirmed, and not
-    /// merely carrying error from upstream. A layer is gated by the error it introduces; the
-    /// rounding a deep network accumulates is information, and the outputs' own rule decides
-    /// whether it matters (see `compare::output_tolerance`).
-    pub fn fails(&self) -> bool {
-        !self.cmp.pass && !self.unconfirmed && self.origin != Some(Origin::Accumulated)
-    }
-
-    /// Isolation, where it ran, decides between origin and accumulated; without it a failing
-    /// layer with a failing layer upstream may be inheriting its error.
-    pub fn status(&self) -> LayerStatus {
-        if self.cmp.pass {
-            LayerStatus::Ok
-        } else if self.unconfirmed {
-            LayerStatus::Unconfirmed
-        } else {
-            match self.origin {
-                Some(Origin::Introduced) => LayerStatus::Origin,
-                Some(Origin::Accumulated) => LayerStatus::Accumulated,
-                _ if self.upstream_failed => LayerStatus::Inherited,
-                _ => LayerStatus::Origin,
-            }
-        }
-    }
-
-    /// Where an error starts: the first divergence and its peers.
-    pub fn is_origin(&self) -> bool {
-        self.status() == LayerStatus::Origin
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct OutputResult {
-    pub name: String,
-    pub position: usize,
-    #[serde(flatten)]
-    pub cmp: Comparison,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Divergence {
-    pub module: String,
-    pub module_type: String,
-    pub onnx_node: String,
-    pub onnx_op: String,
-    pub torch_op: String,
-    pub source: Option<String>,
-    pub layer_index: usize,
-    #[serde(serialize_with = "finite_or_null")]
-    pub rel_to_range: f64,
-    #[serde(serialize_with = "finite_or_null")]
-    pub max_abs: f64,
-    /// Why the layer fails, when that is known beyond its error: a reduced-precision
-    /// overflow ("float16 overflow at fc2: max |reference| 1.1e5 exceeds 65504").
-    pub cause: Option<String>,
 }
 
 /// The first layer, in execution order, whose output holds NaN or Inf on one side.
@@ -406,20 +172,6 @@ impl AccumulatedError {
     }
 }
 
-/// Accumulated drift: the layers adding the most error in isolation, largest first.
-#[derive(Debug, Clone, Serialize)]
-pub struct Drift {
-    pub contributors: Vec<DriftContributor>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DriftContributor {
-    pub layer_index: usize,
-    pub module: String,
-    #[serde(serialize_with = "finite_or_null")]
-    pub isolated_rel_to_range: f64,
-}
-
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timing {
     pub load_s: f64,
@@ -515,7 +267,7 @@ impl Outcome {
     pub fn add_gate(&mut self, gate: Gate) {
         if !gate.passed {
             self.verdict = Verdict::Fail;
-            self.gate_failures.push(gate.detail.clone());
+            self.gate_failures.push(gate.detail());
         }
         self.gates.push(gate);
     }

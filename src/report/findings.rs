@@ -1,8 +1,8 @@
 //! The sentences every human report says alike about what a run found beyond pass and fail:
 //! the error carried from upstream (information, not a failure), layers too small-valued for
 //! the absolute tolerance to judge, discrete decisions that flipped under rounding, and the
-//! smallest tolerance a pair would pass. The terminal, Markdown and HTML reports each show
-//! these lines in their own markup; the words are written once, here, from structured values.
+//! smallest tolerance a pair would pass. Each is a `Finding` value; the terminal, Markdown
+//! and HTML reports each show its sentence in their own markup, the words written once, here.
 
 use crate::compare::discrete::DiscreteFlip;
 use crate::compare::small_values::SmallValues;
@@ -42,8 +42,9 @@ pub fn small_value_line(s: &SmallValues) -> String {
 
 /// "the TopK at model.28 (/model.28/TopK) selects 3 of 300 items differently; its inputs
 /// differ by 1.70e-6 (2.1e-7 of range); fed PyTorch's values it agrees: near-ties decided
-/// the other way by rounding, not an export bug (the outputs pass)".
-pub fn flip_line(f: &DiscreteFlip, outcome: &Outcome) -> String {
+/// the other way by rounding, not an export bug (the outputs pass)"; `outputs_passed` is the
+/// outputs gate's result, when it was judged.
+pub fn flip_line(f: &DiscreteFlip, outputs_passed: Option<bool>) -> String {
     let inputs = if f.input_max_abs.is_finite() {
         format!(
             "; its inputs differ by {} ({} of range)",
@@ -53,7 +54,7 @@ pub fn flip_line(f: &DiscreteFlip, outcome: &Outcome) -> String {
     } else {
         String::new()
     };
-    let outputs = match outcome.gate(GateName::Outputs).map(|g| g.passed) {
+    let outputs = match outputs_passed {
         Some(true) => "the outputs pass",
         Some(false) => "the outputs fail their tolerance",
         None => "the outputs decide",
@@ -101,12 +102,49 @@ pub fn pass_summary(outcome: &Outcome) -> String {
     )
 }
 
-/// Every finding line of `outcome`, in the order the reports show them.
+/// One thing a run found beyond pass and fail, as a value; each report shows its sentence
+/// in its own markup. A new kind of finding is a new variant here, worded in `sentence`.
+#[derive(Debug, Clone, Copy)]
+pub enum Finding<'a> {
+    /// Layers beyond their per-layer tolerance only by error carried from upstream.
+    Accumulated(&'a AccumulatedError),
+    /// A discrete result that flipped under rounding, and how the outputs stand.
+    Flip(&'a DiscreteFlip, Option<bool>),
+    /// A layer too small-valued for the absolute tolerance to judge.
+    SmallValues(&'a SmallValues),
+}
+
+impl Finding<'_> {
+    pub fn sentence(&self) -> String {
+        match *self {
+            Finding::Accumulated(a) => accumulated_line(a),
+            Finding::Flip(f, outputs_passed) => flip_line(f, outputs_passed),
+            Finding::SmallValues(s) => small_value_line(s),
+        }
+    }
+}
+
+/// Every finding of `outcome`, in the order the reports show them.
+pub fn findings(outcome: &Outcome) -> Vec<Finding<'_>> {
+    let outputs_passed = outcome.gate(GateName::Outputs).map(|g| g.passed);
+    let mut found: Vec<Finding> = outcome
+        .accumulated
+        .iter()
+        .map(Finding::Accumulated)
+        .collect();
+    found.extend(
+        outcome
+            .discrete_flips
+            .iter()
+            .map(|f| Finding::Flip(f, outputs_passed)),
+    );
+    found.extend(outcome.small_values.iter().map(Finding::SmallValues));
+    found
+}
+
+/// Every finding's sentence, in order.
 pub fn lines(outcome: &Outcome) -> Vec<String> {
-    let mut lines: Vec<String> = outcome.accumulated.iter().map(accumulated_line).collect();
-    lines.extend(outcome.discrete_flips.iter().map(|f| flip_line(f, outcome)));
-    lines.extend(outcome.small_values.iter().map(small_value_line));
-    lines
+    findings(outcome).iter().map(Finding::sentence).collect()
 }
 
 #[cfg(test)]

@@ -5,12 +5,14 @@
 //! It is rendered from a serialisable context (`context::Page`, derived from the `Outcome`)
 //! through a minijinja template whose auto-escaping covers every string a model supplies:
 //! module and node names, file paths, sources, reasons. The charts (`charts`, one function
-//! each) are SVG drawn by plotters, which escapes its own text; they are the only markup the
-//! template takes as is. The output is also well-formed XML (self-closed void elements,
+//! each) are SVG drawn by plotters, which escapes its own text, and the verdict narrative
+//! (`report::narrative`, marked up by `markup` with every name escaped) is finished markup;
+//! those two are the only markup the template takes as is. The output is also well-formed XML (self-closed void elements,
 //! script and style in CDATA), so tests can check its structure with an XML parser.
 
 mod charts;
 mod context;
+mod markup;
 mod tree;
 
 use super::{Format, Report};

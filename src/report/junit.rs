@@ -186,7 +186,7 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
     Some(Case {
         classname,
         name: name.to_string(),
-        failure: (!gate.passed).then(|| (gate.detail.clone(), body)),
+        failure: (!gate.passed).then(|| (gate.detail(), body)),
     })
 }
 

@@ -8,14 +8,13 @@
 //! Every model-supplied string goes into a code span (where Markdown renders markup as text),
 //! with table pipes escaped, so a hostile node name cannot become HTML in the rendered comment.
 
-use super::format::{
-    drift_contributors, file_name, fmt_num, gate_line, isolation_ran, module_label, severity,
-};
+use super::format::{file_name, fmt_num, isolation_ran, module_label, severity};
+use super::narrative::{Headline, Markup, Narrative};
+use crate::text::sentence_case;
 use super::{findings, Format, Report};
 use crate::capture::tensor::format_shape;
-use crate::outcome::{Divergence, LayerResult, LayerStatus, Outcome, Verdict};
+use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
 use anyhow::Result;
-use std::fmt::Write as _;
 use std::io::Write;
 
 /// Rows of the worst-layers table.
@@ -64,31 +63,20 @@ pub(super) fn text(s: &str) -> String {
     out
 }
 
-fn divergence_sentence(d: &Divergence) -> String {
-    let class = if d.module_type.is_empty() {
-        &d.torch_op
-    } else {
-        &d.module_type
-    };
-    let mut s = format!(
-        "{} ({}) = ONNX {} [{}]: error {} of range (max abs {})",
-        code(module_label(&d.module)),
-        text(class),
-        code(&d.onnx_node),
-        text(&d.onnx_op),
-        fmt_num(d.rel_to_range),
-        fmt_num(d.max_abs)
-    );
-    match &d.source {
-        Some(src) => {
-            let _ = write!(s, ", source {}", code(src));
-        }
-        None => s.push_str(", no Python source recorded"),
+/// Markdown's markup for the shared narrative: names in code spans, prose escaped, a
+/// headline's lead in bold.
+struct Md;
+
+impl Markup for Md {
+    fn text(&self, s: &str) -> String {
+        text(s)
     }
-    if let Some(cause) = &d.cause {
-        let _ = write!(s, "; {}", text(cause));
+    fn name(&self, s: &str) -> String {
+        code(s)
     }
-    s
+    fn lead(&self, words: &str) -> String {
+        format!("**{}**", text(&sentence_case(words)))
+    }
 }
 
 fn verdict_cell(l: &LayerResult) -> &'static str {
@@ -128,83 +116,34 @@ pub fn render(outcome: &Outcome) -> String {
     String::from_utf8(bytes).expect("the summary is UTF-8")
 }
 
-/// `s` with its first letter capitalised, to open a sentence.
-fn sentence_case(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
 
-/// The heading with the verdict, the first divergence or the failed gates, and the notes
-/// on training mode.
+/// The heading with the verdict, the headline and the narrative's sentences, then the
+/// notes: findings, isolation, training mode, signature.
 fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
-    match outcome.verdict {
-        Verdict::Pass => {
-            writeln!(
-                out,
-                "## align-check: ✅ PASS\n\n{}.",
-                text(&sentence_case(&findings::pass_summary(outcome)))
-            )?;
+    let heading = match outcome.verdict {
+        Verdict::Pass => "✅ PASS",
+        Verdict::Fail => "❌ FAIL",
+    };
+    let headline = sentence_case(&Headline::of(outcome).render(&Md));
+    writeln!(out, "## align-check: {heading}\n\n{headline}.")?;
+    let narrative = Narrative::of(outcome, &Md);
+    if let Some(cause) = &narrative.cause {
+        writeln!(out, "\n{}.", sentence_case(cause))?;
+    }
+    if !narrative.gates.is_empty() {
+        writeln!(out)?;
+        for g in &narrative.gates {
+            writeln!(out, "- {g}")?;
         }
-        Verdict::Fail => {
-            writeln!(out, "## align-check: ❌ FAIL\n")?;
-            let drift = outcome.accumulated_drift.as_ref();
-            match (&outcome.first_divergence, drift) {
-                (Some(d), _) => writeln!(
-                    out,
-                    "**First divergence:** {}{}.",
-                    divergence_sentence(d),
-                    in_isolation(outcome, d.layer_index)
-                )?,
-                (None, Some(drift)) => {
-                    write!(
-                        out,
-                        "**Accumulated drift:** no layer fails in isolation; many small differences add up"
-                    )?;
-                    if drift.contributors.is_empty() {
-                        writeln!(out, ".")?;
-                    } else {
-                        writeln!(
-                            out,
-                            " (largest isolated error, of range: {}).",
-                            drift_contributors(drift, code)
-                        )?;
-                    }
-                }
-                (None, None) => writeln!(out, "No layer diverges; the check failed on its gates.")?,
-            }
-            if outcome.failed_gates().next().is_some() {
-                writeln!(out)?;
-                for g in outcome.failed_gates() {
-                    writeln!(out, "- {}", text(gate_line(g, drift)))?;
-                }
-            }
-            if outcome.divergence_origins.len() > 1 {
-                writeln!(
-                    out,
-                    "\n{} independent origins (parallel branches): {}",
-                    outcome.divergence_origins.len(),
-                    outcome
-                        .divergence_origins
-                        .iter()
-                        .map(|d| code(module_label(&d.module)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )?;
-            }
-        }
+    }
+    if let Some(origins) = &narrative.origins {
+        writeln!(out, "\n{origins}")?;
     }
     for line in findings::lines(outcome) {
         writeln!(out, "\n> {}", text(&line))?;
     }
-    if let Some(error) = outcome.isolation.as_ref().and_then(|i| i.error.as_ref()) {
-        writeln!(
-            out,
-            "\n> Isolation could not run: {}; origins judged from accumulated error.",
-            text(error)
-        )?;
+    if let Some(note) = &narrative.isolation_failed {
+        writeln!(out, "\n> {}.", sentence_case(note))?;
     }
     for line in &outcome.training_mode {
         writeln!(
@@ -219,17 +158,6 @@ fn verdict(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What the first divergence's sentence adds when isolation measured it: its error on its own.
-fn in_isolation(outcome: &Outcome, index: usize) -> String {
-    match outcome.layers.get(index).and_then(|l| l.isolated.as_ref()) {
-        Some(iso) if !iso.pass => format!(
-            "; fails in isolation too ({} of range)",
-            fmt_num(iso.rel_to_range)
-        ),
-        Some(iso) => format!("; {} of range in isolation", fmt_num(iso.rel_to_range)),
-        None => String::new(),
-    }
-}
 
 /// The table of the worst layers by error relative to range (NaN first), at most
 /// `WORST_ROWS`, with each one's isolated error when isolation ran.

@@ -12,6 +12,7 @@
 
 pub mod findings;
 pub mod format;
+pub mod narrative;
 pub mod summary;
 pub mod terminal;
 

@@ -10,9 +10,8 @@
 //! the report is exactly what it was before isolation existed, since scripts read it.
 
 use super::findings;
-use super::format::{
-    drift_contributors, fmt_num, gate_line, growth, isolation_ran, module_label, severity, snr,
-};
+use super::format::{fmt_num, growth, isolation_ran, module_label, severity, snr};
+use super::narrative::{Headline, Narrative, Plain};
 use super::Report;
 use crate::capture::tensor::format_shape;
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
@@ -118,107 +117,28 @@ pub fn render(outcome: &Outcome, opts: &TableOptions) -> String {
     String::from_utf8(bytes).expect("the table is UTF-8")
 }
 
-/// The verdict: PASS with the counts, or FAIL with the first divergence (or the failed
-/// gates), its cause, every failed gate and the other origins.
+/// The verdict: PASS or FAIL and the headline, then the narrative's sentences one a line.
 fn verdict(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<()> {
-    match outcome.verdict {
-        Verdict::Pass => {
-            writeln!(
-                out,
-                "{} {}; coverage {:.1}% of TorchScript layers",
-                paint.green("PASS"),
-                findings::pass_summary(outcome),
-                outcome.coverage.torch_ratio * 100.0
-            )?;
-        }
-        Verdict::Fail => {
-            let first = match (&outcome.first_divergence, &outcome.accumulated_drift) {
-                (Some(d), _) => format!(
-                    "first divergence at {} ({}) = ONNX {} [{}]{}: error {} of range{}",
-                    module_label(&d.module),
-                    if d.module_type.is_empty() {
-                        &d.torch_op
-                    } else {
-                        &d.module_type
-                    },
-                    d.onnx_node,
-                    d.onnx_op,
-                    d.source
-                        .as_ref()
-                        .map(|s| format!(" at {s}"))
-                        .unwrap_or_default(),
-                    fmt_num(d.rel_to_range),
-                    in_isolation(outcome, d.layer_index)
-                ),
-                (None, Some(drift)) => drift_headline(drift),
-                (None, None) => outcome
-                    .failed_gates()
-                    .map(|g| g.detail.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            };
-            writeln!(out, "{} {first}", paint.red("FAIL"))?;
-            if let Some(cause) = outcome
-                .first_divergence
-                .as_ref()
-                .and_then(|d| d.cause.as_ref())
-            {
-                writeln!(out, "  {cause}")?;
-            }
-            for gate in outcome.failed_gates() {
-                writeln!(
-                    out,
-                    "  - {}",
-                    gate_line(gate, outcome.accumulated_drift.as_ref())
-                )?;
-            }
-            if outcome.divergence_origins.len() > 1 {
-                writeln!(
-                    out,
-                    "  {} independent origins (parallel branches): {}",
-                    outcome.divergence_origins.len(),
-                    outcome
-                        .divergence_origins
-                        .iter()
-                        .map(|d| module_label(&d.module).to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )?;
-            }
-        }
+    let badge = match outcome.verdict {
+        Verdict::Pass => paint.green("PASS"),
+        Verdict::Fail => paint.red("FAIL"),
+    };
+    writeln!(out, "{badge} {}", Headline::of(outcome).render(&Plain))?;
+    let narrative = Narrative::of(outcome, &Plain);
+    if let Some(cause) = &narrative.cause {
+        writeln!(out, "  {cause}")?;
+    }
+    for gate in &narrative.gates {
+        writeln!(out, "  - {gate}")?;
+    }
+    if let Some(origins) = &narrative.origins {
+        writeln!(out, "  {origins}")?;
     }
     // On a pass too: `--isolate` was asked for and did not happen.
-    if let Some(error) = outcome.isolation.as_ref().and_then(|i| i.error.as_ref()) {
-        writeln!(
-            out,
-            "  {} isolation could not run: {error}; origins judged from accumulated error",
-            paint.yellow("note:")
-        )?;
+    if let Some(note) = &narrative.isolation_failed {
+        writeln!(out, "  {} {note}", paint.yellow("note:"))?;
     }
     Ok(())
-}
-
-/// What the first divergence's line adds when isolation measured it: that the layer fails on
-/// its own, which is what makes it the place the error starts.
-fn in_isolation(outcome: &Outcome, index: usize) -> String {
-    match outcome.layers.get(index).and_then(|l| l.isolated.as_ref()) {
-        Some(iso) => format!(" ({} in isolation)", fmt_num(iso.rel_to_range)),
-        None => String::new(),
-    }
-}
-
-/// The verdict line when layers or outputs fail but none fails on its own: there is no
-/// first divergence to name, so it names the layers that add the most error instead.
-fn drift_headline(drift: &crate::outcome::Drift) -> String {
-    let mut line =
-        "accumulated drift: no layer fails in isolation, many small differences add up".to_string();
-    if !drift.contributors.is_empty() {
-        line.push_str(&format!(
-            "; largest isolated error, of range: {}",
-            drift_contributors(drift, str::to_string)
-        ));
-    }
-    line
 }
 
 /// The layer table: the chosen rows, a line for each run of rows left out, and how many

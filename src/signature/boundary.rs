@@ -10,7 +10,7 @@
 //! shifts the ids after it, as pairing expects ids to be positions.
 
 use crate::capture::{Capture, CapturedValue, Side, ValueRole};
-use crate::inputs::torch_args::argument_name;
+use crate::signature::types::argument_name;
 use anyhow::{bail, Result};
 use serde::Serialize;
 

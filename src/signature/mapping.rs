@@ -121,7 +121,8 @@ fn slots(args: &[TorchArg], state: &[String]) -> Vec<Slot> {
 }
 
 /// The mapping for `args` (and the module attributes `state` that forward reads before it
-/// writes them) against `inputs`, with the user's `--map SLOT=INPUT` pairs first.
+/// writes them) against `inputs`, with the user's `--map SLOT=INPUT` pairs first, then
+/// names, then positions.
 pub fn plan(
     args: &[TorchArg],
     state: &[String],
@@ -129,91 +130,94 @@ pub fn plan(
     maps: &[(String, String)],
 ) -> Result<Mapping> {
     let slots = slots(args, state);
-    let slot_names = || {
-        slots
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+    let mut p = Placing {
+        taken: vec![None; inputs.len()],
+        placed: vec![false; slots.len()],
     };
-    let input_names = || {
-        inputs
-            .iter()
-            .map(|i| i.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    // For each ONNX input, the slot that takes it and how.
-    let mut taken: Vec<Option<(usize, LinkedBy)>> = vec![None; inputs.len()];
-    let mut placed = vec![false; slots.len()];
-    for (slot, onnx) in maps {
-        let Some(s) = slots.iter().position(|s| &s.name == slot) else {
-            bail!("--map {slot}={onnx}: TorchScript forward has no argument '{slot}' (its arguments: {})", slot_names());
-        };
-        let Some(i) = inputs.iter().position(|i| &i.name == onnx) else {
-            bail!(
-                "--map {slot}={onnx}: the ONNX model has no input '{onnx}' (its inputs: {})",
-                input_names()
-            );
-        };
-        if placed[s] || taken[i].is_some() {
-            bail!("--map {slot}={onnx}: '{slot}' or '{onnx}' is already mapped by another --map");
-        }
-        taken[i] = Some((s, LinkedBy::Map));
-        placed[s] = true;
+    p.by_map(&slots, inputs, maps)?;
+    p.by_name(&slots, inputs);
+    p.by_position(&slots, inputs)?;
+    Ok(p.into_mapping(&slots, inputs))
+}
+
+/// The mapping as it is being made: for each ONNX input, the slot that takes it and how;
+/// for each slot, whether it is placed.
+struct Placing {
+    taken: Vec<Option<(usize, LinkedBy)>>,
+    placed: Vec<bool>,
+}
+
+fn names_of<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+impl Placing {
+    fn take(&mut self, slot: usize, input: usize, by: LinkedBy) {
+        self.taken[input] = Some((slot, by));
+        self.placed[slot] = true;
     }
-    for (s, slot) in slots.iter().enumerate() {
-        if placed[s] {
-            continue;
+
+    /// The user's `--map` pairs, each checked against both signatures.
+    fn by_map(
+        &mut self,
+        slots: &[Slot],
+        inputs: &[OnnxInput],
+        maps: &[(String, String)],
+    ) -> Result<()> {
+        for (slot, onnx) in maps {
+            let Some(s) = slots.iter().position(|s| &s.name == slot) else {
+                bail!("--map {slot}={onnx}: TorchScript forward has no argument '{slot}' (its arguments: {})", names_of(slots.iter().map(|s| s.name.as_str())));
+            };
+            let Some(i) = inputs.iter().position(|i| &i.name == onnx) else {
+                bail!(
+                    "--map {slot}={onnx}: the ONNX model has no input '{onnx}' (its inputs: {})",
+                    names_of(inputs.iter().map(|i| i.name.as_str()))
+                );
+            };
+            if self.placed[s] || self.taken[i].is_some() {
+                bail!(
+                    "--map {slot}={onnx}: '{slot}' or '{onnx}' is already mapped by another --map"
+                );
+            }
+            self.take(s, i, LinkedBy::Map);
         }
-        let by_name = inputs.iter().enumerate().find(|(i, inp)| {
-            taken[*i].is_none() && (inp.name == slot.key || inp.name == slot.name)
-        });
-        if let Some((i, _)) = by_name {
-            taken[i] = Some((s, LinkedBy::Name));
-            placed[s] = true;
+        Ok(())
+    }
+
+    /// Each slot left to the input of its key's or its own name.
+    fn by_name(&mut self, slots: &[Slot], inputs: &[OnnxInput]) {
+        for (s, slot) in slots.iter().enumerate() {
+            if self.placed[s] {
+                continue;
+            }
+            let by_name = inputs.iter().enumerate().find(|(i, inp)| {
+                self.taken[*i].is_none() && (inp.name == slot.key || inp.name == slot.name)
+            });
+            if let Some((i, _)) = by_name {
+                self.take(s, i, LinkedBy::Name);
+            }
         }
     }
-    let mut left_slots: Vec<usize> = (0..slots.len())
-        .filter(|&s| !placed[s] && !slots[s].state)
-        .collect();
-    let left_inputs: Vec<usize> = (0..inputs.len()).filter(|&i| taken[i].is_none()).collect();
-    if left_slots.len() > left_inputs.len() {
-        // Arguments that can go without data (a default, an Optional) are the ones an export
-        // leaves out: position places the others.
-        left_slots.retain(|&s| !slots[s].optional);
-    }
-    let by_position = !left_slots.is_empty() && !left_inputs.is_empty();
-    if by_position && left_slots.len() > 1 && left_slots.len() != left_inputs.len() {
-        let names = |v: &[&str]| v.join(", ");
-        let ls: Vec<&str> = left_slots.iter().map(|&s| slots[s].name.as_str()).collect();
-        let li: Vec<&str> = left_inputs
-            .iter()
-            .map(|&i| inputs[i].name.as_str())
+
+    /// The slots left, in order, to the inputs left, when position settles it.
+    fn by_position(&mut self, slots: &[Slot], inputs: &[OnnxInput]) -> Result<()> {
+        let mut left_slots: Vec<usize> = (0..slots.len())
+            .filter(|&s| !self.placed[s] && !slots[s].state)
             .collect();
-        let state: Vec<&str> = (0..slots.len())
-            .filter(|&s| !placed[s] && slots[s].state)
-            .map(|s| slots[s].name.as_str())
+        let left_inputs: Vec<usize> = (0..inputs.len())
+            .filter(|&i| self.taken[i].is_none())
             .collect();
-        let state = if state.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (module state that an ONNX input may carry: {})",
-                names(&state)
-            )
-        };
-        bail!(
-            "cannot tell which TorchScript argument takes which ONNX input: after matching by name, argument(s) {} are left for ONNX input(s) {}, and position does not settle {} arguments among {} inputs; say which with --map ARG=INPUT (e.g. --map {}={}){state}",
-            names(&ls),
-            names(&li),
-            ls.len(),
-            li.len(),
-            ls[0],
-            li[0]
-        );
-    }
-    if by_position {
+        if left_slots.len() > left_inputs.len() {
+            // Arguments that can go without data (a default, an Optional) are the ones an
+            // export leaves out: position places the others.
+            left_slots.retain(|&s| !slots[s].optional);
+        }
+        if left_slots.is_empty() || left_inputs.is_empty() {
+            return Ok(());
+        }
+        if left_slots.len() > 1 && left_slots.len() != left_inputs.len() {
+            bail!(self.unsettled(slots, inputs, &left_slots, &left_inputs));
+        }
         for (&s, &i) in left_slots.iter().zip(&left_inputs) {
             if slots[s].scalar && !inputs[i].one_element {
                 bail!(
@@ -223,26 +227,63 @@ pub fn plan(
                     slots[s].name
                 );
             }
-            taken[i] = Some((s, LinkedBy::Position));
-            placed[s] = true;
+            self.take(s, i, LinkedBy::Position);
         }
+        Ok(())
     }
-    let mut mapping = Mapping::default();
-    for (i, t) in taken.iter().enumerate() {
-        match t {
-            Some((s, by)) => mapping.links.push(Link {
-                slot: slots[*s].name.clone(),
-                onnx: inputs[i].name.clone(),
-                by: *by,
-            }),
-            None => mapping.onnx_only.push(inputs[i].name.clone()),
+
+    /// Why position cannot place the slots left: what is left on each side, and the flag.
+    fn unsettled(
+        &self,
+        slots: &[Slot],
+        inputs: &[OnnxInput],
+        left_slots: &[usize],
+        left_inputs: &[usize],
+    ) -> String {
+        let ls: Vec<&str> = left_slots.iter().map(|&s| slots[s].name.as_str()).collect();
+        let li: Vec<&str> = left_inputs
+            .iter()
+            .map(|&i| inputs[i].name.as_str())
+            .collect();
+        let state = names_of(
+            (0..slots.len())
+                .filter(|&s| !self.placed[s] && slots[s].state)
+                .map(|s| slots[s].name.as_str()),
+        );
+        let state = if state.is_empty() {
+            String::new()
+        } else {
+            format!(" (module state that an ONNX input may carry: {state})")
+        };
+        format!(
+            "cannot tell which TorchScript argument takes which ONNX input: after matching by name, argument(s) {} are left for ONNX input(s) {}, and position does not settle {} arguments among {} inputs; say which with --map ARG=INPUT (e.g. --map {}={}){state}",
+            ls.join(", "),
+            li.join(", "),
+            ls.len(),
+            li.len(),
+            ls[0],
+            li[0]
+        )
+    }
+
+    fn into_mapping(self, slots: &[Slot], inputs: &[OnnxInput]) -> Mapping {
+        let mut mapping = Mapping::default();
+        for (i, t) in self.taken.iter().enumerate() {
+            match t {
+                Some((s, by)) => mapping.links.push(Link {
+                    slot: slots[*s].name.clone(),
+                    onnx: inputs[i].name.clone(),
+                    by: *by,
+                }),
+                None => mapping.onnx_only.push(inputs[i].name.clone()),
+            }
         }
+        mapping.torch_only = (0..slots.len())
+            .filter(|&s| !self.placed[s] && !slots[s].state)
+            .map(|s| slots[s].name.clone())
+            .collect();
+        mapping
     }
-    mapping.torch_only = (0..slots.len())
-        .filter(|&s| !placed[s] && !slots[s].state)
-        .map(|s| slots[s].name.clone())
-        .collect();
-    Ok(mapping)
 }
 
 #[cfg(test)]

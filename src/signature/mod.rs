@@ -12,7 +12,6 @@ pub mod boundary;
 pub mod mapping;
 pub mod types;
 
-use crate::inputs::samples::Sample;
 use boundary::OneSidedOutput;
 use mapping::{LinkedBy, Mapping};
 use serde::Serialize;
@@ -44,18 +43,20 @@ pub struct SignatureReport {
 }
 
 impl SignatureReport {
-    /// The report for the mapping, the first sample's arguments and inputs, what the
-    /// boundary left one-sided, and the module's state writes.
+    /// The report for the mapping, the first sample's TorchScript arguments and the notes
+    /// on its inputs (`inputs::signature_notes`), what the boundary left one-sided, and the
+    /// module's state writes.
     pub fn new(
         mapping: &Mapping,
         arg_names: &[String],
-        sample: &Sample,
+        torch_args: &[ArgValue],
+        input_notes: Vec<String>,
         outputs_not_compared: Vec<OneSidedOutput>,
         state_writes: Vec<String>,
     ) -> SignatureReport {
         let value_of = |slot: &str| {
             let k = arg_names.iter().position(|n| n == slot)?;
-            match sample.torch.get(k)? {
+            match torch_args.get(k)? {
                 ArgValue::Tensor(_) | ArgValue::Tuple(_) | ArgValue::List(_) => None,
                 other => Some(other.describe()),
             }
@@ -97,17 +98,7 @@ impl SignatureReport {
             }
         }
         let mut notes = Vec::new();
-        for i in &sample.inputs {
-            if let Some(n) = &i.onnx_only {
-                notes.push(format!("ONNX input '{}': {n}", i.name));
-            }
-            if let Some(n) = &i.torch_differs {
-                notes.push(format!(
-                    "inputs differ: ONNX input '{}' ({}): {n}",
-                    i.name, i.source
-                ));
-            }
-        }
+        notes.extend(input_notes);
         for o in &outputs_not_compared {
             notes.push(format!(
                 "output '{}' exists only in the {} model ({}): not compared",

@@ -204,9 +204,26 @@ pub fn describe(ty: &ArgType) -> String {
     }
 }
 
+/// A Python argument name as TorchScript's graph spells it, without the `.N` suffix it adds
+/// to keep SSA names unique (`x.1` is argument `x`).
+pub fn argument_name(debug_name: &str) -> &str {
+    match debug_name.rsplit_once('.') {
+        Some((base, n)) if !base.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => base,
+        _ => debug_name,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argument_names_lose_the_ssa_suffix_only() {
+        assert_eq!(argument_name("x.1"), "x");
+        assert_eq!(argument_name("mask"), "mask");
+        assert_eq!(argument_name("a.b"), "a.b");
+        assert_eq!(argument_name(".1"), ".1");
+    }
     use crate::capture::tensor::TensorData;
 
     #[test]

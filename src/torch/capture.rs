@@ -6,7 +6,7 @@
 
 use super::args::EncodedArgs;
 use super::convert::to_host;
-use super::ffi::ModulePlan;
+use super::ffi::{ModulePlan, RunTensors};
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
 use super::{archive, errors, hazards};
 use crate::capture::sniff::{sniff, FileKind};
@@ -182,7 +182,7 @@ impl TorchModel {
             .zip(args)
             .map(|(meta, a)| {
                 // TorchScript's debug names carry a uniquing suffix: `x.1` is the user's `x`.
-                let name = crate::inputs::torch_args::argument_name(&meta.name);
+                let name = crate::signature::types::argument_name(&meta.name);
                 match a {
                     ArgValue::Tensor(t) => {
                         format!("{name}={}", crate::capture::tensor::format_shape(&t.shape))
@@ -240,53 +240,18 @@ impl TorchModel {
             .plan
             .capture(&tensors, &mut receive)
             .map_err(|e| self.run_error(args, &e))?;
-        let mut values = Vec::with_capacity(observed.values.len() + run.outputs.len());
-        for (id, o) in observed.values.into_iter().enumerate() {
-            let meta = &metas[o.meta];
-            if meta.block.is_empty() && o.iteration > 0 {
-                bail!("the TorchScript run produced value {} twice", meta.name);
-            }
-            // The metadata lists the tensor arguments first, in argument order; a tensor read
-            // out of a container argument enters the graph there too, and is named by its
-            // slot (`inputs.input_ids`) for the signature mapping.
-            let element = !meta.element_of.is_empty();
-            let role = if meta.op == "input" {
-                ValueRole::Input(o.meta)
-            } else if element {
-                ValueRole::Input(metas.len() + o.meta)
-            } else {
-                ValueRole::Intermediate
-            };
-            let name = if element {
-                let arg = crate::inputs::torch_args::argument_name(&meta.element_of);
-                match meta.element_key.as_str() {
-                    "" => arg.to_string(),
-                    key => format!("{arg}.{key}"),
-                }
-            } else if meta.block == "loop" {
-                format!("{}@iter{}", meta.name, o.iteration)
-            } else {
-                meta.name.clone()
-            };
-            values.push(CapturedValue {
-                id,
-                name,
-                op: meta.op.clone(),
-                node: String::new(),
-                scope: self.scopes[o.meta].clone(),
-                scope_recorded: true,
-                source: (!meta.source.is_empty()).then(|| display_location(&meta.source)),
-                source_stack: meta.stack.iter().map(|f| display_location(f)).collect(),
-                role,
-                dtype: o.dtype,
-                shape: o.shape,
-                inputs: o.inputs,
-                tensor: Some(o.stored),
-            });
+        let Observed {
+            values: firings,
+            latest,
+            ..
+        } = observed;
+        let mut values = Vec::with_capacity(firings.len() + run.outputs.len());
+        for (id, firing) in firings.into_iter().enumerate() {
+            values.push(self.intermediate(id, firing)?);
         }
         if let Some(missing) = metas
             .iter()
-            .zip(&observed.latest)
+            .zip(&latest)
             .find(|(m, latest)| m.block.is_empty() && latest.is_none())
         {
             bail!(
@@ -295,12 +260,77 @@ impl TorchModel {
                 missing.0.op
             );
         }
+        self.push_outputs(&run, &latest, keep, &mut values)?;
+        let uncapturable = self.not_run(&latest);
+        Ok(Capture {
+            side: Side::Torch,
+            values,
+            uncapturable,
+        })
+    }
+
+    /// One firing of an observe node as a captured value: its role (a graph input, a tensor
+    /// read out of a container argument, or computed) and its name.
+    fn intermediate(&self, id: usize, o: Firing) -> Result<CapturedValue> {
+        let metas = &self.meta.values;
+        let meta = &metas[o.meta];
+        if meta.block.is_empty() && o.iteration > 0 {
+            bail!("the TorchScript run produced value {} twice", meta.name);
+        }
+        // The metadata lists the tensor arguments first, in argument order; a tensor read
+        // out of a container argument enters the graph there too, and is named by its
+        // slot (`inputs.input_ids`) for the signature mapping.
+        let element = !meta.element_of.is_empty();
+        let role = if meta.op == "input" {
+            ValueRole::Input(o.meta)
+        } else if element {
+            ValueRole::Input(metas.len() + o.meta)
+        } else {
+            ValueRole::Intermediate
+        };
+        let name = if element {
+            let arg = crate::signature::types::argument_name(&meta.element_of);
+            match meta.element_key.as_str() {
+                "" => arg.to_string(),
+                key => format!("{arg}.{key}"),
+            }
+        } else if meta.block == "loop" {
+            format!("{}@iter{}", meta.name, o.iteration)
+        } else {
+            meta.name.clone()
+        };
+        Ok(CapturedValue {
+            id,
+            name,
+            op: meta.op.clone(),
+            node: String::new(),
+            scope: self.scopes[o.meta].clone(),
+            scope_recorded: true,
+            source: (!meta.source.is_empty()).then(|| display_location(&meta.source)),
+            source_stack: meta.stack.iter().map(|f| display_location(f)).collect(),
+            role,
+            dtype: o.dtype,
+            shape: o.shape,
+            inputs: o.inputs,
+            tensor: Some(o.stored),
+        })
+    }
+
+    /// Appends the run's graph outputs to `values`, each pointing at the value that
+    /// produced it (`latest`: each graph value's latest firing).
+    fn push_outputs(
+        &self,
+        run: &RunTensors,
+        latest: &[Option<usize>],
+        keep: &Keep,
+        values: &mut Vec<CapturedValue>,
+    ) -> Result<()> {
         // The outputs point at their producers only when the shim could see every leaf.
         let producers_known = self.meta.outputs.len() == run.outputs.len();
         for (n, tensor) in run.outputs.iter().enumerate() {
             let host = to_host(tensor).with_context(|| format!("output {n}"))?;
             let producer = if producers_known {
-                self.meta.outputs[n].and_then(|m| observed.latest[m])
+                self.meta.outputs[n].and_then(|m| latest[m])
             } else {
                 None
             };
@@ -325,12 +355,17 @@ impl TorchModel {
                 tensor: Some(keep.keep(host)?),
             });
         }
-        // Values of an if branch not taken (or a loop that ran zero times) exist in the graph
-        // but not in this run; they are listed, not silently dropped.
-        let uncapturable = metas
+        Ok(())
+    }
+
+    /// Values of an if branch not taken (or a loop that ran zero times): they exist in the
+    /// graph but not in this run, and are listed, not silently dropped.
+    fn not_run(&self, latest: &[Option<usize>]) -> Vec<Uncapturable> {
+        self.meta
+            .values
             .iter()
             .zip(&self.scopes)
-            .zip(&observed.latest)
+            .zip(latest)
             .filter(|((m, _), latest)| !m.block.is_empty() && latest.is_none())
             .map(|((m, scope), _)| Uncapturable {
                 name: m.name.clone(),
@@ -345,12 +380,7 @@ impl TorchModel {
                     }
                 ),
             })
-            .collect();
-        Ok(Capture {
-            side: Side::Torch,
-            values,
-            uncapturable,
-        })
+            .collect()
     }
 }
 

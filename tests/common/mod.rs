@@ -1,5 +1,7 @@
 //! Shared by the integration tests: the fixture manifest written by
-//! `scripts/make_fixtures.py`, fixture paths, and running the real binary.
+//! `scripts/make_fixtures.py`, fixture paths, running the real binary, and which fixtures of
+//! a manifest a test checks (`selected`: all of them, at least as many as expected, or those
+//! `ALIGN_CHECK_FIXTURE` names).
 
 #![allow(dead_code)]
 
@@ -42,6 +44,45 @@ pub fn library_manifest() -> Vec<Value> {
             e
         })
         .collect()
+}
+
+/// The fixtures `ALIGN_CHECK_FIXTURE=NAME[,NAME...]` asks for, if it is set.
+fn fixture_filter() -> Option<Vec<String>> {
+    let names = std::env::var("ALIGN_CHECK_FIXTURE").ok()?;
+    Some(
+        names
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect(),
+    )
+}
+
+/// Whether fixture `name` (`fault_gelu`, `lib/bert_legacy`) is named by `filter`, by its
+/// whole name or its last component.
+fn named(name: &str, filter: &[String]) -> bool {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    filter.iter().any(|f| f == name || f == last)
+}
+
+/// The entries of `manifest` (`what` says which, for the message) a test loops over: all of
+/// them, after checking there are at least `min` (a fixture whose export failed drops out of
+/// its manifest, which must fail the test rather than shrink it), or only those
+/// `ALIGN_CHECK_FIXTURE` names when it is set.
+pub fn selected(manifest: Vec<Value>, what: &str, min: usize) -> Vec<Value> {
+    assert!(
+        manifest.len() >= min,
+        "only {} {what} (at least {min} expected): did a fixture fail to export? {:?}",
+        manifest.len(),
+        manifest.iter().map(|e| &e["name"]).collect::<Vec<_>>()
+    );
+    match fixture_filter() {
+        None => manifest,
+        Some(filter) => manifest
+            .into_iter()
+            .filter(|e| named(e["name"].as_str().unwrap_or_default(), &filter))
+            .collect(),
+    }
 }
 
 pub fn fixture(name: &str) -> PathBuf {
@@ -122,4 +163,20 @@ pub fn summary(report: &Value) -> String {
         report["first_divergence"],
         coverage_ratio(report)
     )
+}
+
+#[test]
+#[should_panic(expected = "did a fixture fail to export?")]
+fn a_manifest_shorter_than_expected_fails_the_test() {
+    let entries = vec![serde_json::json!({"name": "a"})];
+    selected(entries, "fixtures", 2);
+}
+
+#[test]
+fn a_fixture_is_named_by_its_whole_name_or_its_last_component() {
+    let filter = vec!["bert_legacy".to_string(), "lib/vit_slim".to_string()];
+    assert!(named("lib/bert_legacy", &filter));
+    assert!(named("lib/vit_slim", &filter));
+    assert!(!named("vit_slim_other", &filter));
+    assert!(!named("lib/bert_dynamo", &filter));
 }

@@ -538,48 +538,63 @@ pub fn error_histogram(cmp: &Comparison) -> Result<String> {
             .draw()
             .map_err(err)?;
         chart
-            .draw_series(
-                shown
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &b)| bins[b] > 0)
-                    .map(|(row, &b)| {
-                        // Bin b holds errors from edges[b]; at or past the tolerance it breaks it.
-                        let colour = if edges[b] >= tol && b > 0 { FAIL } else { PASS };
-                        let mut bar = Rectangle::new(
-                            [
-                                (0.5, SegmentValue::Exact(row)),
-                                (bins[b] as f64, SegmentValue::Exact(row + 1)),
-                            ],
-                            colour.mix(0.85).filled(),
-                        );
-                        bar.set_margin(2, 2, 0, 0);
-                        bar
-                    }),
-            )
+            .draw_series(histogram_bars(&shown, bins, &edges, tol))
             .map_err(err)?;
         chart
-            .draw_series(
-                shown
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &b)| bins[b] > 0)
-                    .map(|(row, &b)| {
-                        Text::new(
-                            format!("{}", bins[b]),
-                            (bins[b] as f64 * 1.08, SegmentValue::CenterOf(row)),
-                            TextStyle::from((FONT, 10).into_font()).color(&INK).pos(
-                                plotters::style::text_anchor::Pos::new(
-                                    plotters::style::text_anchor::HPos::Left,
-                                    plotters::style::text_anchor::VPos::Center,
-                                ),
-                            ),
-                        )
-                    }),
-            )
+            .draw_series(histogram_counts(&shown, bins))
             .map_err(err)?;
         Ok(())
     })
+}
+
+/// The histogram's bars, one per non-empty bin shown (`shown[row]` is the bin of `row`):
+/// red where the bin's errors reach the tolerance.
+fn histogram_bars(
+    shown: &[usize],
+    bins: &[u64],
+    edges: &[f64],
+    tol: f64,
+) -> Vec<Rectangle<(f64, SegmentValue<usize>)>> {
+    shown
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| bins[b] > 0)
+        .map(|(row, &b)| {
+            // Bin b holds errors from edges[b]; at or past the tolerance it breaks it.
+            let colour = if edges[b] >= tol && b > 0 { FAIL } else { PASS };
+            let mut bar = Rectangle::new(
+                [
+                    (0.5, SegmentValue::Exact(row)),
+                    (bins[b] as f64, SegmentValue::Exact(row + 1)),
+                ],
+                colour.mix(0.85).filled(),
+            );
+            bar.set_margin(2, 2, 0, 0);
+            bar
+        })
+        .collect()
+}
+
+/// Each bar's count, written just past its end.
+fn histogram_counts(
+    shown: &[usize],
+    bins: &[u64],
+) -> Vec<Text<'static, (f64, SegmentValue<usize>), String>> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    shown
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| bins[b] > 0)
+        .map(|(row, &b)| {
+            Text::new(
+                format!("{}", bins[b]),
+                (bins[b] as f64 * 1.08, SegmentValue::CenterOf(row)),
+                TextStyle::from((FONT, 10).into_font())
+                    .color(&INK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            )
+        })
+        .collect()
 }
 
 /// Reference value against ONNX value for the sampled elements, with the diagonal where they
@@ -668,6 +683,7 @@ pub fn scatter(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
 /// Largest |ONNX - ref| per channel (dimension 1), with the layer's absolute tolerance as a
 /// line; a broken channel stands out as one tall red bar. Wide layers are drawn as one line.
 pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
+    // A non-finite error is drawn at the top of the axis, which finite errors alone set.
     let values: Vec<f64> = detail
         .channel_max_abs
         .iter()
@@ -675,13 +691,13 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
         .collect();
     let n = values.len();
     let tol = tolerance_abs(cmp);
-    let max = values
+    let top = values
         .iter()
         .copied()
         .filter(|v| *v < f64::MAX)
         .fold(tol, f64::max)
-        .max(1e-30);
-    let top = max * 1.15;
+        .max(1e-30)
+        * 1.15;
     svg((380, 300), |root| {
         let mut chart = ChartBuilder::on(root)
             .margin(10)
@@ -709,13 +725,7 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
             .map_err(err)?;
         if n <= MAX_CHANNEL_BARS {
             chart
-                .draw_series(values.iter().enumerate().map(|(c, &v)| {
-                    let colour = if v > tol { FAIL } else { PASS };
-                    Rectangle::new(
-                        [(c as f64 - 0.4, 0.0), (c as f64 + 0.4, v.min(top))],
-                        colour.mix(0.85).filled(),
-                    )
-                }))
+                .draw_series(channel_bars(&values, tol, top))
                 .map_err(err)?;
         } else {
             chart
@@ -750,6 +760,21 @@ pub fn channel_errors(detail: &LayerDetail, cmp: &Comparison) -> Result<String> 
             .map_err(err)?;
         Ok(())
     })
+}
+
+/// One bar per channel, red past the tolerance, cut at the top of the axis.
+fn channel_bars(values: &[f64], tol: f64, top: f64) -> Vec<Rectangle<(f64, f64)>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(c, &v)| {
+            let colour = if v > tol { FAIL } else { PASS };
+            Rectangle::new(
+                [(c as f64 - 0.4, 0.0), (c as f64 + 0.4, v.min(top))],
+                colour.mix(0.85).filled(),
+            )
+        })
+        .collect()
 }
 
 /// An axis number on an axis spanning `span`, short enough for a small chart. A tick that

@@ -3,21 +3,25 @@
 //!
 //! Strings here are raw (a module name is the module name): the template escapes every one of
 //! them on output. The only pre-rendered markup is the charts' SVG, which plotters produced
-//! with its text escaped; the template marks exactly those fields safe.
+//! with its text escaped, and the verdict narrative (`headline`, `narrative`), which
+//! `markup::Html` wrote with every name escaped; the template marks exactly those safe.
 //!
-//! Isolation shows only where it ran (`show_isolated`, `drift`, `isolation`), so that the
+//! Isolation shows only where it ran (`show_isolated`, `isolation`), so that the
 //! page of a run without it is the page it always was.
 
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::capture::tensor::format_shape;
+use super::markup::Html;
 use crate::outcome::{
-    Comparison, CoverageReport, Divergence, Drift, Environment, Isolated, IsolationReport,
-    LayerResult, Outcome, ToleranceInfo, Verdict,
+    Comparison, CoverageReport, Environment, Isolated, IsolationReport, LayerResult, Outcome,
+    ToleranceInfo, Verdict,
 };
 use crate::report::format::{
-    band_of, bytes, file_name, fmt_num, gate_line, isolation_ran, module_label, snr, BANDS,
+    band_of, bytes, file_name, fmt_num, isolation_ran, module_label, snr, BANDS,
 };
+use crate::report::narrative::{Headline, Narrative};
+use crate::text::sentence_case;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -28,13 +32,10 @@ pub struct Page {
     /// `pass` or `fail`.
     pub verdict: &'static str,
     pub summary: Summary,
-    pub divergence: Option<DivergenceView>,
-    /// Divergence origins after the first (independent branches).
-    pub other_origins: Vec<DivergenceView>,
-    /// The failed gates' details, without the drift sentence `drift` says in full.
-    pub gate_failures: Vec<String>,
-    /// Accumulated drift: failures with no layer failing in isolation.
-    pub drift: Option<DriftView>,
+    /// The verdict's headline and the sentences after it (`report::narrative`), as
+    /// finished markup with every name escaped; the template marks these safe.
+    pub headline: String,
+    pub narrative: NarrativeView,
     /// Present when isolation ran (or was asked for and could not).
     pub isolation: Option<IsolationView>,
     /// Whether the table has an isolated column and the network chart an isolated curve.
@@ -44,8 +45,6 @@ pub struct Page {
     /// What the run found beyond pass and fail (`report::findings`): carried rounding,
     /// tiny-valued layers, discrete flips.
     pub findings: Vec<String>,
-    /// The pass sentence's account of layers and outputs (`findings::pass_summary`).
-    pub pass_summary: String,
     /// How the two signatures met (mapping, one-sided inputs and outputs, state).
     pub signature: Vec<String>,
     pub models: Vec<FileView>,
@@ -91,34 +90,13 @@ pub struct Summary {
     pub min_coverage: String,
 }
 
+/// The narrative's sentences after the headline, each escaped markup.
 #[derive(Debug, Serialize)]
-pub struct DivergenceView {
-    pub index: usize,
-    pub module: String,
-    pub module_type: String,
-    pub torch_op: String,
-    pub onnx_node: String,
-    pub onnx_op: String,
-    pub source: Option<String>,
-    pub rel: String,
-    pub max_abs: String,
-    /// Why it fails beyond its error (a reduced-precision overflow), when known.
+pub struct NarrativeView {
     pub cause: Option<String>,
-    /// Its error in isolation, when isolation measured it.
-    pub isolated: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct DriftView {
-    /// The largest isolated contributions, largest first.
-    pub contributors: Vec<ContributorView>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ContributorView {
-    pub index: usize,
-    pub module: String,
-    pub rel: String,
+    pub gates: Vec<String>,
+    pub origins: Option<String>,
+    pub isolation_failed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -294,36 +272,13 @@ fn tolerance_view(t: &ToleranceInfo) -> ToleranceView {
     }
 }
 
-fn divergence_view(d: &Divergence, layers: &[LayerResult]) -> DivergenceView {
-    DivergenceView {
-        index: d.layer_index,
-        module: module_label(&d.module).to_string(),
-        module_type: d.module_type.clone(),
-        torch_op: d.torch_op.clone(),
-        onnx_node: d.onnx_node.clone(),
-        onnx_op: d.onnx_op.clone(),
-        source: d.source.clone(),
-        rel: fmt_num(d.rel_to_range),
-        max_abs: fmt_num(d.max_abs),
-        cause: d.cause.clone(),
-        isolated: layers
-            .get(d.layer_index)
-            .and_then(|l| l.isolated.as_ref())
-            .map(|iso| fmt_num(iso.rel_to_range)),
-    }
-}
-
-fn drift_view(drift: &Drift) -> DriftView {
-    DriftView {
-        contributors: drift
-            .contributors
-            .iter()
-            .map(|c| ContributorView {
-                index: c.layer_index,
-                module: module_label(&c.module).to_string(),
-                rel: fmt_num(c.isolated_rel_to_range),
-            })
-            .collect(),
+fn narrative(outcome: &Outcome) -> NarrativeView {
+    let n = Narrative::of(outcome, &Html);
+    NarrativeView {
+        cause: n.cause.map(|c| sentence_case(&c)),
+        gates: n.gates,
+        origins: n.origins,
+        isolation_failed: n.isolation_failed.map(|c| sentence_case(&c)),
     }
 }
 
@@ -518,26 +473,12 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
             Verdict::Fail => "fail",
         },
         summary: summary(outcome),
-        divergence: outcome
-            .first_divergence
-            .as_ref()
-            .map(|d| divergence_view(d, &outcome.layers)),
-        other_origins: outcome
-            .divergence_origins
-            .iter()
-            .skip(1)
-            .map(|d| divergence_view(d, &outcome.layers))
-            .collect(),
-        gate_failures: outcome
-            .failed_gates()
-            .map(|g| gate_line(g, outcome.accumulated_drift.as_ref()).to_string())
-            .collect(),
-        drift: outcome.accumulated_drift.as_ref().map(drift_view),
+        headline: sentence_case(&Headline::of(outcome).render(&Html)),
+        narrative: narrative(outcome),
         isolation: outcome.isolation.as_ref().map(isolation_view),
         show_isolated: isolation_ran(outcome),
         training_mode: outcome.training_mode.clone(),
         findings: crate::report::findings::lines(outcome),
-        pass_summary: crate::report::findings::pass_summary(outcome),
         signature: outcome.signature.lines(),
         models: models(outcome),
         inputs: inputs(outcome),

@@ -9,8 +9,8 @@
 //! path as it was found, which says which artifact to open where the link cannot resolve.
 
 use super::{LayerCell, Row, Summary};
-use crate::report::format::{fmt_num, module_label};
 use crate::report::markdown::{code, text};
+use crate::text::{fmt_num, module_label};
 use anyhow::Result;
 use std::io::Write;
 use std::path::Path;

@@ -3,14 +3,18 @@
 //! that fails in isolation too: `introduced`), and
 //! pairing covers at least 95% of TorchScript layers with both exporters.
 
-mod common;
-
-use common::{check_fixture, coverage_ratio, expected_fault_modules, manifest, stderr_of};
+use crate::common::{
+    check_fixture, coverage_ratio, expected_fault_modules, manifest, selected, stderr_of,
+};
 
 #[test]
 fn clean_fixtures_pass_with_high_coverage() {
     let mut failures = Vec::new();
-    for entry in manifest().iter().filter(|e| e["fault"].is_null()) {
+    let clean = manifest()
+        .into_iter()
+        .filter(|e| e["fault"].is_null())
+        .collect();
+    for entry in selected(clean, "clean fixtures", 18) {
         let name = entry["name"].as_str().unwrap();
         let (code, report, output) = check_fixture(name, &[]);
         if code != 0 || report["verdict"] != "pass" {
@@ -35,7 +39,11 @@ fn clean_fixtures_pass_with_high_coverage() {
 #[test]
 fn every_planted_fault_fails_at_the_expected_layer() {
     let mut failures = Vec::new();
-    for entry in manifest().iter().filter(|e| !e["fault"].is_null()) {
+    let faults = manifest()
+        .into_iter()
+        .filter(|e| !e["fault"].is_null())
+        .collect();
+    for entry in selected(faults, "planted faults", 5) {
         let name = entry["name"].as_str().unwrap();
         let fault = &entry["fault"];
         let expected = expected_fault_modules(fault);

@@ -6,9 +6,10 @@
 //! clean pair must pass, the planted fault must fail at its layer, and an ambiguous mapping
 //! must stop with a message naming the flag that settles it.
 
-mod common;
+use crate::common::{binary, fixtures_dir, selected, stderr_of, summary};
 
-use common::{binary, fixtures_dir, stderr_of, summary};
+/// Fixtures of tests/fixtures/signature/manifest.json (scripts/make_signature_fixtures.py).
+const MIN_SIGNATURE_FIXTURES: usize = 4;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -77,7 +78,7 @@ fn mapping(report: &Value) -> Vec<Value> {
 
 #[test]
 fn clean_pairs_pass_with_the_mapping_and_one_sided_outputs_reported() {
-    for entry in manifest() {
+    for entry in selected(manifest(), "signature fixtures", MIN_SIGNATURE_FIXTURES) {
         let name = entry["name"].as_str().unwrap();
         let (code, report, stderr, stdout) = run(&entry, "model.onnx", &strings(&entry["args"]));
         assert_eq!(code, 0, "{name}: {stderr} {}", summary(&report));
@@ -118,7 +119,7 @@ fn clean_pairs_pass_with_the_mapping_and_one_sided_outputs_reported() {
 
 #[test]
 fn planted_faults_fail_at_their_layer() {
-    for entry in manifest() {
+    for entry in selected(manifest(), "signature fixtures", MIN_SIGNATURE_FIXTURES) {
         let name = entry["name"].as_str().unwrap();
         let (code, report, stderr, _) = run(&entry, "fault.onnx", &strings(&entry["args"]));
         assert_eq!(code, 1, "{name}: {stderr} {}", summary(&report));
@@ -133,7 +134,7 @@ fn planted_faults_fail_at_their_layer() {
 
 #[test]
 fn ambiguous_mappings_stop_with_the_flag_that_settles_them() {
-    for entry in manifest() {
+    for entry in selected(manifest(), "signature fixtures", MIN_SIGNATURE_FIXTURES) {
         let name = entry["name"].as_str().unwrap();
         let case = &entry["ambiguous"];
         if case.is_null() {

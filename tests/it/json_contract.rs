@@ -2,9 +2,7 @@
 //! not from the tool's own types, so renaming or dropping a documented key breaks this test
 //! even when the tool still agrees with itself.
 
-mod common;
-
-use common::check_fixture;
+use crate::common::check_fixture;
 use serde::{Deserialize, Deserializer};
 
 /// A key that must be there, `null` or not (serde would take a missing key for `None`).

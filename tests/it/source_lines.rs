@@ -4,9 +4,7 @@
 //! and paths under the working directory are written relative to it, so reports made in a
 //! checkout do not carry the machine's paths.
 
-mod common;
-
-use common::{binary, fixture};
+use crate::common::{binary, fixture};
 
 #[test]
 fn traced_layers_point_at_the_models_own_line_with_the_whole_stack() {

@@ -3,9 +3,7 @@
 //! unbounded run, isolated errors included (the isolation run goes in groups too). Peak memory is read from the OS (the child's rusage), not from the tool's
 //! own report. Fixture: tests/fixtures/big_activations_legacy (scripts/make_memory_fixture.py).
 
-mod common;
-
-use common::{binary, fixture};
+use crate::common::{binary, fixture};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;

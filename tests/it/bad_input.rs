@@ -1,9 +1,7 @@
 //! Bad files end with exit code 2 and one line naming the file and what is wrong: never a
 //! panic, never a C++ abort, never a stack trace.
 
-mod common;
-
-use common::{binary, fixture, stderr_of};
+use crate::common::{binary, fixture, stderr_of};
 use std::path::Path;
 
 fn run_check(pt: &Path, onnx: &Path) -> (i32, String) {

@@ -8,9 +8,7 @@
 //! a library that cannot be used is an exit-2 error naming it, the correct kernel aligns with
 //! the op's layer paired and compared, and a wrong kernel is caught at the op's layer.
 
-mod common;
-
-use common::{check_fixture, stderr_of};
+use crate::common::{check_fixture, stderr_of};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -8,12 +8,10 @@
 //! Folders are named after the fuzz target: `onnx_model/` and `onnx_expose/` hold `.onnx`
 //! files, `npy/` `.npy` files, `npz/` `.npz` archives.
 
-mod common;
-
+use crate::common::{binary, fixture, fixtures_dir, stderr_of};
 use align_check::capture::sniff::sniff;
 use align_check::inputs::npy::{read_npy, read_npy_bytes, read_npz, read_npz_from};
 use align_check::onnx::{expose_all, inputs, model, output_names, scope};
-use common::{binary, fixture, fixtures_dir, stderr_of};
 use std::path::{Path, PathBuf};
 
 fn regression_files(target: &str) -> Vec<PathBuf> {

@@ -2,10 +2,11 @@
 //! once, then captured on each input sample into the store. The pipeline (`app::check`) runs
 //! a list of these and never needs to know which runtime it holds; each runtime's glue (which
 //! inputs it takes, in which dtype, how its errors read) lives with its implementation in
-//! `app::runners`.
+//! `app::runners`. It is the commands' abstraction over input samples, so it lives with
+//! them: the capture types below know nothing of inputs.
 
-use super::store::Keep;
-use super::{Capture, Side};
+use crate::capture::store::Keep;
+use crate::capture::{Capture, Side};
 use crate::inputs::samples::Sample;
 use anyhow::Result;
 

@@ -2,15 +2,17 @@
 //! what it computes, in-place ops must not rewrite captured values, and `inspect` must show
 //! the module paths each fixture's manifest promises.
 
-mod common;
-
+use crate::common::{binary, fixture, manifest, selected};
 use align_check::capture::store::Keep;
 use align_check::capture::tensor::HostTensor;
 use align_check::capture::{Capture, ValueRole};
 use align_check::inputs::npy::read_npz;
 use align_check::onnx;
 use align_check::torch::TorchModel;
-use common::{binary, fixture, manifest};
+
+/// Fixtures of tests/fixtures/manifest.json that export (two of its 25 entries record an
+/// export error: the dynamo exporter cannot take them).
+const MIN_FIXTURES: usize = 23;
 
 fn init() {
     let rt = align_check::cli::config::RuntimeConfig {
@@ -50,7 +52,7 @@ fn captured_outputs(c: &Capture) -> Vec<HostTensor> {
 #[test]
 fn instrumented_outputs_equal_plain_runs_exactly_on_every_fixture() {
     init();
-    for entry in manifest() {
+    for entry in selected(manifest(), "exported fixtures", MIN_FIXTURES) {
         let name = entry["name"].as_str().unwrap();
         let inputs = inputs_of(name);
         let tensors: Vec<HostTensor> = inputs.iter().map(|(_, t)| t.clone()).collect();
@@ -128,7 +130,7 @@ fn conv_output_captured_before_inplace_relu_keeps_its_negative_values() {
 
 #[test]
 fn inspect_lists_the_module_paths_of_the_manifest() {
-    for entry in manifest() {
+    for entry in selected(manifest(), "exported fixtures", MIN_FIXTURES) {
         let name = entry["name"].as_str().unwrap();
         let dir = fixture(name);
         let out = binary()

@@ -5,13 +5,11 @@
 //! a fault accumulated drift. A run without isolation keeps the table it always had, since
 //! scripts read it; isolation that could not run says so.
 
-mod common;
-
+use crate::common::{binary, fixture};
 use align_check::outcome::Outcome;
 use align_check::report::format::fmt_num;
 use align_check::report::{html, markdown, terminal};
 use clap::Parser;
-use common::{binary, fixture};
 use serde_json::Value;
 use std::path::Path;
 
@@ -59,6 +57,54 @@ fn drift(name: &str) -> std::path::PathBuf {
     fixture(&format!("drift/{name}"))
 }
 
+/// The headline of each human report as plain words: the terminal's first line after the
+/// verdict, the Markdown's verdict paragraph and the HTML's sentence, markup taken off.
+fn headlines(r: &Run) -> [String; 3] {
+    let terminal = r.stdout.lines().next().unwrap();
+    let terminal = terminal.split_once(' ').unwrap().1.to_string();
+    let markdown = r.markdown.lines().nth(2).unwrap().replace(['*', '`'], "");
+    let start = r.html.find("<p class=\"sentence\">").unwrap();
+    let sentence = &r.html[start..start + r.html[start..].find("</p>").unwrap()];
+    let mut html = String::new();
+    let mut in_tag = false;
+    for c in sentence.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => html.push(c),
+            _ => {}
+        }
+    }
+    // The HTML links each layer it names by its row number (`#24 blocks.12.fc`).
+    let html: Vec<&str> = html.split(' ').filter(|w| !w.starts_with('#')).collect();
+    let lower_first = |s: &str| {
+        let s = s.trim_end_matches('.');
+        let mut c = s.chars();
+        c.next()
+            .map(|f| f.to_lowercase().chain(c).collect())
+            .unwrap_or_default()
+    };
+    [
+        lower_first(&terminal),
+        lower_first(&markdown),
+        lower_first(&html.join(" ").replace("&#39;", "'")),
+    ]
+}
+
+#[test]
+fn every_human_report_words_the_headline_alike() {
+    for (dir, extra) in [
+        (drift("drift_and_fault"), vec![]),
+        (drift("drift_only"), vec!["--output-atol", "1e-5"]),
+    ] {
+        let r = run(&dir, &extra);
+        let [terminal, markdown, html] = headlines(&r);
+        assert!(terminal.len() > 40, "{terminal}");
+        assert_eq!(terminal, markdown, "{}", dir.display());
+        assert_eq!(terminal, html, "{}", dir.display());
+    }
+}
+
 /// The table row of `module` (columns split on whitespace).
 fn row<'a>(stdout: &'a str, module: &str) -> Vec<&'a str> {
     stdout
@@ -84,7 +130,10 @@ fn drift_and_fault_reports_show_isolated_errors_and_name_the_fault() {
         first.starts_with("FAIL first divergence at blocks.12.fc (Linear)"),
         "{first}"
     );
-    assert!(first.ends_with("in isolation)"), "{first}");
+    assert!(
+        first.ends_with("; fails in isolation too (0.0196 of range)"),
+        "{first}"
+    );
     let header = r.stdout.lines().find(|l| l.contains("rel/range")).unwrap();
     assert!(header.contains("rel/range  isolated"), "{header}");
 
@@ -119,7 +168,9 @@ fn drift_and_fault_reports_show_isolated_errors_and_name_the_fault() {
         chart.contains("error (accumulated, as run)"),
         "no legend entry"
     );
-    assert!(r.html.contains("the layer alone is off by"));
+    assert!(r
+        .html
+        .contains("; fails in isolation too (0.0196 of range)"));
 
     // Markdown: the isolated column and the fault's own error.
     assert!(
@@ -129,7 +180,8 @@ fn drift_and_fault_reports_show_isolated_errors_and_name_the_fault() {
         r.markdown
     );
     assert!(
-        r.markdown.contains("**First divergence:** `blocks.12.fc`")
+        r.markdown
+            .contains("**First divergence at** `blocks.12.fc`")
             && r.markdown.contains("fails in isolation too"),
         "{}",
         r.markdown

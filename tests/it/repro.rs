@@ -4,9 +4,7 @@
 //! relative) and exits 1; the bundle's model holds only the layer's own nodes and weights.
 //! Needs the pinned Python environment (`.venv`, made by scripts/bootstrap.sh).
 
-mod common;
-
-use common::{binary, fixture};
+use crate::common::{binary, fixture};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -135,4 +133,29 @@ fn a_clean_pass_has_nothing_to_reproduce_and_writes_nothing() {
     assert_eq!(code, 0);
     assert!(report["repro"].is_null());
     assert!(!bundle.exists());
+}
+
+#[test]
+fn nothing_to_reproduce_is_said_in_one_clean_sentence() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = fixture("resnet_tiny_legacy");
+    let run = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("--repro")
+        .arg(out.path().join("bundle"))
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    let stderr = String::from_utf8(run.stderr).unwrap();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("--repro:"))
+        .unwrap_or_else(|| panic!("no --repro line in:\n{stderr}"));
+    assert_eq!(
+        line,
+        "align-check: --repro: no layer diverges, so there is nothing to reproduce (name one \
+         with --repro-layer)"
+    );
+    assert!(!line.contains("  "), "a run of spaces: {line:?}");
 }

@@ -3,9 +3,7 @@
 //! correct ONNX export: the run stops with exit 2 and one line that says what the file is and
 //! the command that makes the TorchScript file, never libtorch's "checkpoint is corrupted".
 
-mod common;
-
-use common::{binary, fixture, stderr_of};
+use crate::common::{binary, fixture, stderr_of};
 
 /// Runs align-check on two files of the fixture folder: exit code, stdout, stderr.
 fn run_pair(torch_file: &str, onnx_file: &str) -> (i32, String, String) {
@@ -55,7 +53,7 @@ fn files_from_different_checkpoints_are_called_that() {
     // A single wrong op is not mistaken for it, further in or at the very first layer (a
     // LayerNorm epsilon changed at the first layer fails every layer after it too).
     for fault in ["fault_conv_weight", "fault_layernorm_eps"] {
-        let (code, report, _) = common::check_fixture(fault, &[]);
+        let (code, report, _) = crate::common::check_fixture(fault, &[]);
         assert_eq!(code, 1);
         let gates = report["gate_failures"].to_string();
         assert!(!gates.contains("differ from the start"), "{fault}: {gates}");

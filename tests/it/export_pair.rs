@@ -7,9 +7,7 @@
 //! Needs the pinned Python environment (`.venv`, made by scripts/bootstrap.sh); without it
 //! these tests fail and say so rather than skip.
 
-mod common;
-
-use common::{binary, stderr_of};
+use crate::common::{binary, stderr_of};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,9 +4,7 @@
 //! its node ids are ONNX node names of the model, it names every paired ONNX node of the
 //! JSON report with that layer's error, and a planted fault's node is painted as failing.
 
-mod common;
-
-use common::{binary, check_fixture, fixture};
+use crate::common::{binary, check_fixture, fixture};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -20,7 +18,7 @@ fn run(name: &str) -> (i32, Value, Value) {
     assert!(
         report.is_object(),
         "no JSON report: {}",
-        common::stderr_of(&output)
+        crate::common::stderr_of(&output)
     );
     (code, report, read(&path))
 }
@@ -205,7 +203,7 @@ fn configuration_file_key_writes_the_node_data() {
         output.status.code(),
         Some(0),
         "{}",
-        common::stderr_of(&output)
+        crate::common::stderr_of(&output)
     );
     // Relative to the configuration file, like every path in it.
     let data = read(&out.path().join("nodes.json"));

@@ -4,9 +4,7 @@
 //! by the tolerance of the lower precision of its two sides, so clean conversions pass; a
 //! layer whose values exceed float16's range is the first divergence and is named an overflow.
 
-mod common;
-
-use common::{binary, fixture, stderr_of};
+use crate::common::{binary, fixture, stderr_of};
 use serde_json::Value;
 
 /// Runs align-check on a precision fixture: exit code, JSON report, stdout.
@@ -55,7 +53,7 @@ fn clean_float16_conversions_pass_under_the_float16_tolerance() {
         for layer in layers {
             assert_eq!(layer["precision"], precision, "{name}: {layer}");
         }
-        let ratio = common::coverage_ratio(&report);
+        let ratio = crate::common::coverage_ratio(&report);
         assert!(ratio >= 0.95, "{name}: coverage {ratio}");
     }
 }

@@ -11,12 +11,10 @@
 //! large network. Without the variables it writes to a scratch folder; either way it checks
 //! the three files it wrote.
 
-mod common;
-
+use crate::common::fixture;
 use align_check::outcome::{Isolated, LayerResult, Outcome, Verdict};
 use align_check::report::{html, junit, markdown};
 use clap::Parser;
-use common::fixture;
 use quick_xml::events::Event;
 use quick_xml::Reader;
 use quick_xml::XmlVersion;
@@ -274,41 +272,16 @@ fn hostile_names_are_only_ever_escaped() {
     }
 }
 
-/// (test case name, failure message) of every test case, after XML unescaping.
+/// (test case name, failure message) of every test case, after XML unescaping, of a report
+/// with one test suite.
 fn junit_cases(xml: &str) -> Vec<(String, Option<String>)> {
-    let mut reader = Reader::from_str(xml);
-    reader.config_mut().check_end_names = true;
-    let mut cases: Vec<(String, Option<String>)> = Vec::new();
-    let mut suites = 0;
-    loop {
-        match reader
-            .read_event()
-            .expect("JUnit report is well-formed XML")
-        {
-            Event::Start(e) | Event::Empty(e) => {
-                let attr = |key: &str| {
-                    e.attributes()
-                        .map(|a| a.unwrap())
-                        .find(|a| a.key.as_ref() == key)
-                        .map(|a| {
-                            a.normalized_value(XmlVersion::Implicit1_0)
-                                .unwrap()
-                                .into_owned()
-                        })
-                };
-                match e.name().as_ref() {
-                    "testsuite" => suites += 1,
-                    "testcase" => cases.push((attr("name").unwrap(), None)),
-                    "failure" => cases.last_mut().unwrap().1 = Some(attr("message").unwrap()),
-                    _ => {}
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    assert_eq!(suites, 1, "one test suite");
-    cases
+    let junit = crate::junit_xml::parse(xml);
+    assert_eq!(junit.suites, 1, "one test suite");
+    junit
+        .cases
+        .into_iter()
+        .map(|c| (c.name, c.failure))
+        .collect()
 }
 
 #[test]
@@ -316,7 +289,10 @@ fn markdown_and_junit_carry_verdict_and_first_divergence() {
     let fault = outcome_of("fault_conv_weight");
     let md = markdown::render(&fault);
     assert!(md.contains("FAIL"), "{md}");
-    assert!(md.contains("**First divergence:** `layer1.1.bn2`"), "{md}");
+    assert!(
+        md.contains("**First divergence at** `layer1.1.bn2`"),
+        "{md}"
+    );
     let source = fault
         .first_divergence
         .as_ref()

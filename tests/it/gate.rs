@@ -1,9 +1,7 @@
 //! The CI gate beyond one input: several samples (worst case wins) and a baseline that
 //! catches error growth while it is still under tolerance.
 
-mod common;
-
-use common::{binary, fixture, stderr_of};
+use crate::common::{binary, fixture, stderr_of};
 use quick_xml::events::Event;
 use quick_xml::{Reader, XmlVersion};
 use serde_json::Value;
@@ -147,36 +145,11 @@ fn tenfold_error_growth_under_tolerance_fails_against_the_baseline() {
 
 /// (classname, name, failure message) of every test case of a JUnit report.
 fn junit_cases(xml: &str) -> Vec<(String, String, Option<String>)> {
-    let mut reader = Reader::from_str(xml);
-    let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
-    loop {
-        match reader
-            .read_event()
-            .expect("JUnit report is well-formed XML")
-        {
-            Event::Start(e) | Event::Empty(e) => {
-                let attr = |key: &str| {
-                    e.attributes()
-                        .map(|a| a.unwrap())
-                        .find(|a| a.key.as_ref() == key)
-                        .map(|a| {
-                            a.normalized_value(XmlVersion::Implicit1_0)
-                                .unwrap()
-                                .into_owned()
-                        })
-                        .unwrap_or_default()
-                };
-                match e.name().as_ref() {
-                    "testcase" => cases.push((attr("classname"), attr("name"), None)),
-                    "failure" => cases.last_mut().unwrap().2 = Some(attr("message")),
-                    _ => {}
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    cases
+    crate::junit_xml::parse(xml)
+        .cases
+        .into_iter()
+        .map(|c| (c.classname, c.name, c.failure))
+        .collect()
 }
 
 /// A run that fails on baseline growth alone (every layer and output within tolerance, full
@@ -533,11 +506,11 @@ fn summary_merges_the_reports_of_many_runs_into_a_row_per_model() {
         rows[1][1],
         format!("❌ **fail** ({})", failed_gates.join(", "))
     );
-    let fault_manifest = common::manifest()
+    let fault_manifest = crate::common::manifest()
         .into_iter()
         .find(|e| e["name"] == "fault_conv_weight")
         .unwrap();
-    let expected = common::expected_fault_modules(&fault_manifest["fault"]);
+    let expected = crate::common::expected_fault_modules(&fault_manifest["fault"]);
     let divergence = &fault_report["first_divergence"];
     let module = divergence["module"].as_str().unwrap();
     assert!(expected.contains(&module), "{module} not in {expected:?}");
