@@ -83,18 +83,12 @@ pub fn assign_keys(
     skip: &dyn Fn(&CapturedValue) -> bool,
     torch_paths: Option<&HashSet<String>>,
 ) -> Vec<Option<GroupKey>> {
-    let mut counters: HashMap<String, usize> = HashMap::new();
-    // (raw path, call) of the previous keyed value, per depth.
-    let mut prev: Vec<(String, usize)> = Vec::new();
+    let mut calls = CallCounter {
+        parents: parent_paths(values),
+        ..CallCounter::default()
+    };
     let mut keys = Vec::with_capacity(values.len());
     let mut unknown: Vec<usize> = Vec::new();
-    let parents = parent_paths(values);
-    // (parent key, raw path) -> latest call index, for legacy-named nodes.
-    let mut legacy_calls: HashMap<(String, String), usize> = HashMap::new();
-    // (parent key, module path) -> the module's call count when that parent call began.
-    let mut legacy_base: HashMap<(String, String), usize> = HashMap::new();
-    // Innermost raw path -> the ops its latest call ran.
-    let mut leaf_ops: HashMap<String, HashSet<String>> = HashMap::new();
     for v in values {
         if skip(v) {
             keys.push(None);
@@ -112,71 +106,94 @@ pub fn assign_keys(
             keys.push(None);
             continue;
         }
-        let depth = v.scope.len();
-        let levels: Vec<(&ScopeLevel, String)> = v
-            .scope
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| match torch_paths {
-                Some(known) => {
-                    let norm = normalise(&l.path, known);
-                    // An outer level TorchScript never saw called is a container that is
-                    // iterated, not called (`for block in self.h:`); the dynamo exporter
-                    // lists it, libtorch's call stack does not. It would only split keys.
-                    (i + 1 == depth || known.contains(&norm)).then_some((l, norm))
-                }
-                None => Some((l, l.path.clone())),
-            })
-            .collect();
-        // The legacy exporter names every call of a module apart (`relu`, `relu_1`), so one
-        // raw path under one parent call is one call even when a graph tool interleaved its
-        // nodes with another branch's. Dynamo scopes repeat the path; only runs tell calls
-        // apart there. A leaf module's call runs each op once outside a run, so its op coming
-        // again starts its next call, and the next call of every module around it that the
-        // run left (an unrolled loop repeats `/body/conv/Conv` as `Conv_1`).
+        keys.push(Some(calls.key_of(v, &levels(v, torch_paths))));
+    }
+    for &i in unknown.iter().rev() {
+        let next = keys[i + 1..].iter().flatten().next();
+        let prev = keys[..i].iter().rev().flatten().next();
+        keys[i] = next.or(prev).cloned();
+    }
+    keys
+}
+
+/// A value's scope levels that name modules, each with its path normalised onto the
+/// TorchScript side's paths.
+fn levels<'v>(
+    v: &'v CapturedValue,
+    torch_paths: Option<&HashSet<String>>,
+) -> Vec<(&'v ScopeLevel, String)> {
+    let depth = v.scope.len();
+    v.scope
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| match torch_paths {
+            Some(known) => {
+                let norm = normalise(&l.path, known);
+                // An outer level TorchScript never saw called is a container that is
+                // iterated, not called (`for block in self.h:`); the dynamo exporter lists
+                // it, libtorch's call stack does not. It would only split keys.
+                (i + 1 == depth || known.contains(&norm)).then_some((l, norm))
+            }
+            None => Some((l, l.path.clone())),
+        })
+        .collect()
+}
+
+/// Numbers module calls as values come, in execution order.
+///
+/// The legacy exporter names every call of a module apart (`relu`, `relu_1`), so one raw
+/// path under one parent call is one call even when a graph tool interleaved its nodes with
+/// another branch's. Dynamo scopes repeat the path; only runs tell calls apart there. A leaf
+/// module's call runs each op once outside a run, so its op coming again starts its next
+/// call, and the next call of every module around it that the run left (an unrolled loop
+/// repeats `/body/conv/Conv` as `Conv_1`).
+#[derive(Default)]
+struct CallCounter {
+    parents: HashSet<String>,
+    /// Calls so far per normalised module path.
+    counters: HashMap<String, usize>,
+    /// (raw path, call) of the previous keyed value, per depth.
+    prev: Vec<(String, usize)>,
+    /// (parent key, raw path) -> latest call index, for legacy-named nodes.
+    legacy_calls: HashMap<(String, String), usize>,
+    /// (parent key, module path) -> the module's call count when that parent call began.
+    legacy_base: HashMap<(String, String), usize>,
+    /// Innermost raw path -> the ops its latest call ran.
+    leaf_ops: HashMap<String, HashSet<String>>,
+}
+
+impl CallCounter {
+    fn key_of(&mut self, v: &CapturedValue, levels: &[(&ScopeLevel, String)]) -> GroupKey {
         let named_calls = v.node.starts_with('/');
         let innermost = levels
             .last()
             .map(|(l, _)| l.path.clone())
             .unwrap_or_default();
-        let next_call = !parents.contains(&innermost)
-            && leaf_ops
+        let next_call = !self.parents.contains(&innermost)
+            && self
+                .leaf_ops
                 .get(&innermost)
                 .is_some_and(|ops| ops.contains(&v.op));
         let mut current: Vec<(String, usize)> = Vec::with_capacity(levels.len());
         let mut continuing = true;
         let mut key = String::new();
         for (depth, (level, norm)) in levels.iter().enumerate() {
-            let call = match prev.get(depth) {
+            let call = match self.prev.get(depth) {
                 Some((raw, call)) if continuing && raw == &level.path => *call,
                 _ => {
                     continuing = false;
                     let seen = (key.clone(), level.path.clone());
-                    match legacy_calls
+                    let known = self
+                        .legacy_calls
                         .get(&seen)
-                        .filter(|_| named_calls && !next_call)
-                    {
+                        .filter(|_| named_calls && !next_call);
+                    match known {
                         Some(&call) => call,
                         None => {
-                            let counter = counters.entry(norm.clone()).or_insert(0);
-                            // `relu_1` is the second call even when the first left no node
-                            // (ONNX Runtime fused it into the Conv before it): the number
-                            // counts from the calls of the module made before this parent
-                            // call, not from the nodes seen.
-                            let base = named_calls.then(|| {
-                                let parent = (key.clone(), norm.clone());
-                                *legacy_base.entry(parent).or_insert(*counter)
-                            });
-                            let call = match (base, legacy_suffix(&level.path, norm)) {
-                                (Some(base), Some(n)) => base + n,
-                                _ => *counter,
-                            };
-                            *counter = (*counter).max(call + 1);
-                            legacy_calls.insert(seen, call);
                             if depth + 1 == levels.len() {
-                                leaf_ops.remove(&innermost);
+                                self.leaf_ops.remove(&innermost);
                             }
-                            call
+                            self.new_call(seen, norm, named_calls)
                         }
                     }
                 }
@@ -187,16 +204,32 @@ pub fn assign_keys(
             }
             key.push_str(&format!("{norm}#{call}"));
         }
-        leaf_ops.entry(innermost).or_default().insert(v.op.clone());
-        prev = current;
-        keys.push(Some(key));
+        self.leaf_ops
+            .entry(innermost)
+            .or_default()
+            .insert(v.op.clone());
+        self.prev = current;
+        key
     }
-    for &i in unknown.iter().rev() {
-        let next = keys[i + 1..].iter().flatten().next();
-        let prev = keys[..i].iter().rev().flatten().next();
-        keys[i] = next.or(prev).cloned();
+
+    /// The index of a call of module `norm` that starts now; `seen` is (parent key, raw
+    /// path). `relu_1` is the second call even when the first left no node (ONNX Runtime
+    /// fused it into the Conv before it): the number counts from the calls of the module
+    /// made before this parent call, not from the nodes seen.
+    fn new_call(&mut self, seen: (String, String), norm: &str, named_calls: bool) -> usize {
+        let counter = self.counters.entry(norm.to_string()).or_insert(0);
+        let base = named_calls.then(|| {
+            let parent = (seen.0.clone(), norm.to_string());
+            *self.legacy_base.entry(parent).or_insert(*counter)
+        });
+        let call = match (base, legacy_suffix(&seen.1, norm)) {
+            (Some(base), Some(n)) => base + n,
+            _ => *counter,
+        };
+        *counter = (*counter).max(call + 1);
+        self.legacy_calls.insert(seen, call);
+        call
     }
-    keys
 }
 
 /// The call number in a legacy-exported scope name: `N` when the raw path's last segment is
