@@ -90,17 +90,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
         crate::app::training_mode::judge([torch.training_mode(), None], cfg.allow_training_mode)?;
     training_mode.extend(onnx_training);
     timing.load_s += t0.elapsed().as_secs_f64();
-    // The budget is planned against what loading actually left resident, and loading's own
-    // peak must already have fitted.
-    let memory = match cfg.runtime.max_memory {
-        None => MemoryPlan::unbounded(),
-        Some(budget) => MemoryPlan::bounded(
-            budget,
-            memory::current_rss().unwrap_or(0) + onnx.group_session_bytes(),
-            memory::peak_rss().unwrap_or(0),
-            onnx.largest_estimate(),
-        )?,
-    };
+    let (onnx, memory) = crate::app::memory_plan::plan(cfg, onnx)?;
     Ok(Models {
         torch,
         onnx,
@@ -293,7 +283,7 @@ impl Accumulator {
         timing.total_s = started.elapsed().as_secs_f64();
         let memory = MemoryReport {
             peak_rss_bytes: memory::peak_rss(),
-            budget_bytes: cfg.runtime.max_memory,
+            budget_bytes: plan.budget,
             spilled_bytes: self.spilled_bytes,
         };
         let mut outcome = assemble(

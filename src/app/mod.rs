@@ -10,6 +10,7 @@
 pub mod check;
 pub mod inspect;
 pub mod isolation;
+pub mod memory_plan;
 pub mod model_identity;
 pub mod progress;
 pub mod repro;

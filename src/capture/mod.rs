@@ -10,6 +10,7 @@
 //! the data itself; values that exist but cannot be captured (inside an `if` or loop body of a
 //! scripted model) are listed with a reason instead of being dropped silently.
 
+pub mod available_memory;
 pub mod location;
 pub mod memory;
 pub mod sniff;

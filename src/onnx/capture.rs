@@ -228,6 +228,16 @@ impl OnnxRunner {
         }
     }
 
+    /// Estimated bytes of every value one capture fetches; a value whose size ONNX
+    /// Runtime could not infer counts as the largest known one.
+    pub fn capture_estimate(&self) -> u64 {
+        let fallback = self.largest_estimate();
+        self.fetch_list()
+            .iter()
+            .map(|n| self.estimates.get(n).copied().unwrap_or(fallback))
+            .sum()
+    }
+
     /// Largest single value ONNX Runtime's inferred types promise (0 when none is known).
     pub fn largest_estimate(&self) -> u64 {
         self.estimates.values().copied().max().unwrap_or(0)
