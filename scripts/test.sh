@@ -31,4 +31,7 @@ fi
 if [ ! -f tests/fixtures/signature/manifest.json ]; then
     .venv/bin/python scripts/make_signature_fixtures.py
 fi
+if [ ! -f tests/fixtures/production/gelu_head/model.onnx ]; then
+    .venv/bin/python scripts/make_production_fixtures.py >/dev/null
+fi
 cargo test "$@"
