@@ -28,6 +28,7 @@ use crate::outcome::{
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
+use crate::production::references::ReferenceSample;
 use crate::report::json::Json;
 use crate::report::terminal::{TableOptions, Terminal};
 use crate::report::{self, Destination, Output};
@@ -91,6 +92,7 @@ pub struct Models {
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     memory::prepare(cfg.runtime.max_memory);
     crate::app::runtimes::init(&cfg.runtime, true)?;
+    onnx::runtime::set_capture_level(cfg.capture_level);
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
@@ -223,6 +225,8 @@ pub struct Accumulator {
     signature: SignatureReport,
     labels: Vec<String>,
     spilled_bytes: u64,
+    /// Every sample's inputs and outputs, for the production session (when it runs).
+    pub production: Vec<ReferenceSample>,
 }
 
 impl Accumulator {
@@ -248,6 +252,10 @@ impl Accumulator {
             self.signature = signature;
         }
         let pairing = self.pairing.as_ref().expect("paired above");
+        if cfg.production.is_some() {
+            self.production
+                .push(ReferenceSample::from_captures(&torch, &onnx, pairing)?);
+        }
         let t = Instant::now();
         let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy, parallel)?;
         let bad = badness(&cmps);
@@ -378,8 +386,10 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     } = models;
     drop((torch, onnx));
     memory::release_freed();
+    let references = std::mem::take(&mut acc.production);
     let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
+    crate::app::production::check(cfg, &mut outcome, &references, progress);
     Ok(outcome)
 }
 
@@ -441,6 +451,7 @@ fn assemble(
         details,
         timing,
         memory,
+        production: None,
     };
     for gate in verdict::gates(&outcome) {
         outcome.add_gate(gate);

@@ -11,6 +11,7 @@ pub mod check;
 pub mod inspect;
 pub mod isolation;
 pub mod model_identity;
+pub mod production;
 pub mod progress;
 pub mod repro;
 pub mod runners;

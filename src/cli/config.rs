@@ -10,6 +10,7 @@ use crate::compare::output_tolerance::OutputTolerance;
 use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
+use crate::production::settings::{OptLevel, ProductionSettings};
 use crate::report::{Destination, Output, FORMATS};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,10 @@ pub struct CheckConfig {
     pub repro: Option<PathBuf>,
     /// `--repro-layer`: the layer to reproduce instead of the first divergence.
     pub repro_layer: Option<String>,
+    /// The ONNX Runtime optimisation level of the per-layer capture (`--ort-optimization`).
+    pub capture_level: OptLevel,
+    /// The session the user ships, compared after the check; `None` with `--production off`.
+    pub production: Option<ProductionSettings>,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -271,11 +276,19 @@ impl CheckConfig {
         if let Some(dir) = &repro {
             check_output_path(dir, &[torch_path, onnx_path])?;
         }
+        let runtime = runtime_config(&args.runtime, Some(&file.runtime))?;
+        let production =
+            crate::cli::production::settings(&args.production, &file.production, runtime.threads)?;
         Ok(CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
             inputs: input_request(&args.inputs, Some(&file.inputs))?,
-            runtime: runtime_config(&args.runtime, Some(&file.runtime))?,
+            capture_level: crate::cli::production::capture_level(
+                &args.production,
+                &file.production,
+            )?,
+            production,
+            runtime,
             policy,
             min_coverage,
             baseline,

@@ -32,6 +32,8 @@ pub struct FileConfig {
     pub reports: ReportsSection,
     #[serde(default)]
     pub runtime: RuntimeSection,
+    #[serde(default)]
+    pub production: crate::cli::production::ProductionSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -45,6 +45,9 @@ pub enum GateName {
     Coverage,
     /// No error grew more than `--max-growth` times since `--baseline` (only with one).
     Baseline,
+    /// The production session (`--production`) differs from PyTorch only where the
+    /// unoptimised run does (not with `--production off`; `--no-production-gate` passes it).
+    Production,
 }
 
 impl GateName {
@@ -54,6 +57,7 @@ impl GateName {
             GateName::Outputs => "outputs",
             GateName::Coverage => "coverage",
             GateName::Baseline => "baseline",
+            GateName::Production => "production",
         }
     }
 }
@@ -507,6 +511,8 @@ pub struct Outcome {
     pub details: Vec<LayerDetail>,
     pub timing: Timing,
     pub memory: MemoryReport,
+    /// The session the user ships, run after the check (absent with `--production off`).
+    pub production: Option<crate::production::report::ProductionReport>,
 }
 
 impl Outcome {

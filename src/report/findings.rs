@@ -106,6 +106,14 @@ pub fn lines(outcome: &Outcome) -> Vec<String> {
     let mut lines: Vec<String> = outcome.accumulated.iter().map(accumulated_line).collect();
     lines.extend(outcome.discrete_flips.iter().map(|f| flip_line(f, outcome)));
     lines.extend(outcome.small_values.iter().map(small_value_line));
+    // A failing production gate already says it among the failed gates.
+    lines.extend(
+        outcome
+            .production
+            .iter()
+            .filter(|p| p.gate().passed)
+            .map(|p| p.line()),
+    );
     lines
 }
 

@@ -1,0 +1,141 @@
+//! The production session against real models and ONNX Runtime (fixtures written by
+//! scripts/make_production_fixtures.py, whose expected.json records what ONNX Runtime itself
+//! measured): a difference only the shipped session shows is found, fails the check, and
+//! its pass is named with a workaround that works; a clean model agrees at every level.
+
+mod common;
+
+use common::check_fixture;
+use serde_json::Value;
+use std::process::Output;
+
+const APPROXIMATION: &str = "optimization.enable_gelu_approximation=1";
+
+fn stdout_of_check(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned() + &common::stderr_of(output)
+}
+
+fn production(report: &Value) -> &Value {
+    &report["production"]
+}
+
+fn gate<'a>(report: &'a Value, name: &str) -> Option<&'a Value> {
+    report["gates"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == name)
+}
+
+#[test]
+fn a_production_only_difference_names_the_pass_and_fails_the_check() {
+    let (code, report, output) = check_fixture(
+        "production/gelu_head",
+        &["--ort-config", APPROXIMATION, "--production", "all"],
+    );
+    let p = production(&report);
+    assert_eq!(code, 1, "{}", stdout_of_check(&output));
+    assert_eq!(p["status"], "production_only", "{p}");
+    // The per-layer check itself passes: the difference is the shipped session's alone.
+    assert_eq!(gate(&report, "layers").unwrap()["passed"], true);
+    assert_eq!(gate(&report, "outputs").unwrap()["passed"], true);
+    assert_eq!(gate(&report, "production").unwrap()["passed"], false);
+    assert_eq!(p["finding"]["kind"], "pass", "{p}");
+    assert_eq!(p["finding"]["name"], "GeluApproximation", "{p}");
+    assert_eq!(p["finding"]["level"], "extended", "{p}");
+    assert_eq!(p["finding"]["verified"], true, "{p}");
+    // As much as ONNX Runtime measured in Python (4.79e-4 abs): the tanh approximation.
+    let y = &p["outputs"][0];
+    let max_abs = y["vs_torch"]["max_abs"].as_f64().unwrap();
+    assert!((2e-4..1e-3).contains(&max_abs), "{y}");
+    assert_eq!(y["unoptimised_passes"], true);
+    let flag = p["workaround"]["flag"].as_str().unwrap();
+    assert_eq!(
+        flag,
+        "--ort-config optimization.disable_specified_optimizers=GeluApproximation"
+    );
+    let text = stdout_of_check(&output);
+    assert!(
+        text.contains("ONNX Runtime's GeluApproximation (extended level) changes output `y`"),
+        "{text}"
+    );
+
+    // The suggested line really is a workaround.
+    let entry = flag.strip_prefix("--ort-config ").unwrap();
+    let (code, report, output) = check_fixture(
+        "production/gelu_head",
+        &["--ort-config", APPROXIMATION, "--ort-config", entry],
+    );
+    assert_eq!(code, 0, "{}", stdout_of_check(&output));
+    assert_eq!(production(&report)["status"], "agrees");
+}
+
+#[test]
+fn the_gate_can_be_opted_out_of_and_the_session_switched_off() {
+    let (code, report, output) = check_fixture(
+        "production/gelu_head",
+        &["--ort-config", APPROXIMATION, "--no-production-gate"],
+    );
+    assert_eq!(code, 0, "{}", stdout_of_check(&output));
+    assert_eq!(production(&report)["status"], "production_only");
+    assert!(stdout_of_check(&output).contains("not gated: --no-production-gate"));
+
+    let (code, report, _) = check_fixture(
+        "production/gelu_head",
+        &["--ort-config", APPROXIMATION, "--production", "off"],
+    );
+    assert_eq!(code, 0);
+    assert!(production(&report).is_null());
+    assert!(gate(&report, "production").is_none());
+}
+
+#[test]
+fn clean_models_agree_at_every_level_in_one_session() {
+    for fixture in ["production/clean_cnn", "production/gelu_head"] {
+        for level in ["disable", "basic", "extended", "all"] {
+            let (code, report, output) = check_fixture(fixture, &["--production", level]);
+            let p = production(&report);
+            assert_eq!(code, 0, "{fixture} {level}: {}", stdout_of_check(&output));
+            assert_eq!(p["status"], "agrees", "{fixture} {level}: {p}");
+            assert_eq!(p["level"], level);
+            // Agreement costs one ONNX Runtime session: no bisection.
+            assert_eq!(p["sessions"], 1, "{fixture} {level}: {p}");
+            assert!(p["finding"].is_null());
+            let text = stdout_of_check(&output);
+            assert!(
+                text.contains(&format!("production session (ONNX Runtime {level}, ")),
+                "{text}"
+            );
+            assert!(text.contains("): agrees"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn a_capture_at_a_higher_level_still_checks() {
+    // Fused values are not compared, the rest is: the outputs still pair and pass.
+    let (code, report, output) =
+        check_fixture("production/clean_cnn", &["--ort-optimization", "all"]);
+    assert_eq!(code, 0, "{}", stdout_of_check(&output));
+    assert_eq!(gate(&report, "outputs").unwrap()["passed"], true);
+}
+
+#[test]
+fn bad_production_options_are_clear_errors() {
+    for (args, expected) in [
+        (
+            vec!["--production", "fast"],
+            "unknown ONNX Runtime optimisation level `fast`",
+        ),
+        (vec!["--ort-config", "novalue"], "is not KEY=VALUE"),
+        (
+            vec!["--ort-optimization", "max"],
+            "unknown ONNX Runtime optimisation level",
+        ),
+    ] {
+        let (code, _, output) = check_fixture("production/clean_cnn", &args);
+        let stderr = common::stderr_of(&output);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
