@@ -435,6 +435,8 @@ pub struct Timing {
     pub statistics_s: f64,
     /// The isolation run and its comparisons (0 when it did not run).
     pub isolation_s: f64,
+    /// The production session and its bisection (0 with `--production off`).
+    pub production_s: f64,
     /// Rendering and writing the HTML, Markdown and JUnit reports (the JSON report cannot
     /// time itself; it is written last).
     pub reports_s: f64,
