@@ -34,4 +34,7 @@ fi
 if [ ! -f tests/fixtures/production/gelu_head/model.onnx ]; then
     .venv/bin/python scripts/make_production_fixtures.py >/dev/null
 fi
+if [ ! -f tests/fixtures/quantized/cnn_qdq/model.onnx ]; then
+    .venv/bin/python scripts/make_quantized_fixtures.py >/dev/null 2>&1
+fi
 cargo test "$@"

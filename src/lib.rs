@@ -4,7 +4,7 @@
 //! directly. One module per stage, in the order a run goes through them: `cli` (arguments
 //! and configuration), `inputs`, `torch` and `onnx` (the two runtimes, filling the types of
 //! `capture`), `pairing`, `compare` (statistics and judged layers), `outcome` (the result
-//! and its gates), `production` (the session the user ships), `report`; `app` holds the
+//! and its gates), `production` (the session the user ships), `quantized`, `report`; `app` holds the
 //! commands built from them. Everything after capture works on plain types and never
 //! touches tch or ort.
 
@@ -17,6 +17,7 @@ pub mod onnx;
 pub mod outcome;
 pub mod pairing;
 pub mod production;
+pub mod quantized;
 pub mod report;
 pub mod signature;
 pub mod torch;

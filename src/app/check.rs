@@ -87,6 +87,8 @@ pub struct Models {
     memory: MemoryPlan,
     /// What runs in training mode, compared anyway under `--allow-training-mode`.
     pub training_mode: Vec<String>,
+    /// How the ONNX model is quantised, if it is.
+    pub quantization: Option<crate::quantized::detect::Quantization>,
 }
 
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
@@ -96,6 +98,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
+    let quantization = crate::quantized::detect::detect(&onnx_model);
     // Refused before ONNX Runtime builds a session, which is the slow part of loading.
     let onnx_training = crate::app::training_mode::judge(
         [None, onnx::training::training_mode(&onnx_model)],
@@ -133,6 +136,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
         specs,
         memory,
         training_mode,
+        quantization,
     })
 }
 
@@ -349,6 +353,7 @@ impl Accumulator {
 
 /// The whole check on every input sample the configuration names.
 pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
+    let quantized;
     let started = Instant::now();
     // Hashing hundreds of megabytes of weights takes a noticeable share of a run: it happens
     // on its own thread while the models load and run.
@@ -361,6 +366,15 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let mut acc = Accumulator::default();
     progress.stage("loading models");
     let mut models = load_models(cfg, &mut acc.timing)?;
+    // A quantised model is judged by SQNR from here on, every layer in isolation.
+    let quantization = models.quantization.take();
+    let cfg = match &quantization {
+        Some(_) => {
+            quantized = cfg.for_quantized();
+            &quantized
+        }
+        None => cfg,
+    };
     let (mapping, samples) = torch_args::resolve_samples(
         models.torch.inputs(),
         &models.torch.element_reads(),
@@ -390,6 +404,8 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
     crate::app::production::check(cfg, &mut outcome, &references, progress);
+    outcome.quantized =
+        quantization.map(|q| crate::quantized::analysis::analyse(&outcome, &q, cfg.quant_rule));
     Ok(outcome)
 }
 
@@ -452,6 +468,7 @@ fn assemble(
         timing,
         memory,
         production: None,
+        quantized: None,
     };
     for gate in verdict::gates(&outcome) {
         outcome.add_gate(gate);

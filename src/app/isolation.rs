@@ -123,6 +123,7 @@ fn isolate(
                     max_abs: stats.max_abs,
                     rel_to_range: stats.rel_to_range,
                     pass: stats.pass,
+                    snr_db: Some(stats.snr_db),
                     rounding_floor: None,
                 })
             };

@@ -11,6 +11,7 @@ use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePo
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
 use crate::production::settings::{OptLevel, ProductionSettings};
+use crate::quantized::rule::SqnrRule;
 use crate::report::{Destination, Output, FORMATS};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -62,7 +63,7 @@ impl Reports {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CheckConfig {
     pub torch_path: PathBuf,
     pub onnx_path: PathBuf,
@@ -86,6 +87,8 @@ pub struct CheckConfig {
     pub capture_level: OptLevel,
     /// The session the user ships, compared after the check; `None` with `--production off`.
     pub production: Option<ProductionSettings>,
+    /// The SQNR rule a quantised ONNX model is judged by instead of the float tolerances.
+    pub quant_rule: SqnrRule,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -209,6 +212,15 @@ fn check_output_path(out: &Path, models: &[&Path]) -> Result<()> {
 }
 
 impl CheckConfig {
+    /// The configuration for a quantised ONNX model: layers and outputs judged by the SQNR
+    /// rule, and every layer's isolated error measured (it is what a layer is judged by).
+    pub fn for_quantized(&self) -> CheckConfig {
+        let mut cfg = self.clone();
+        cfg.policy.quantized = Some(self.quant_rule);
+        cfg.isolate = true;
+        cfg
+    }
+
     pub fn from_args(args: &CheckArgs) -> Result<CheckConfig> {
         let file = crate::cli::config_file::load(args.config.as_deref())?.unwrap_or_default();
         let torch_path = args.model_pt.as_ref().or(file.torch_model.as_ref());
@@ -288,6 +300,7 @@ impl CheckConfig {
                 &file.production,
             )?,
             production,
+            quant_rule: crate::cli::quantized::rule(&args.quantized, &file.quantized)?,
             runtime,
             policy,
             min_coverage,

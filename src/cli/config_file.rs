@@ -34,6 +34,8 @@ pub struct FileConfig {
     pub runtime: RuntimeSection,
     #[serde(default)]
     pub production: crate::cli::production::ProductionSection,
+    #[serde(default)]
+    pub quantized: crate::cli::quantized::QuantizedSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

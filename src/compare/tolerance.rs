@@ -195,6 +195,8 @@ pub struct TolerancePolicy {
     /// `--strict-small`: a layer whose values all lie below the absolute tolerance is failed
     /// when its error is large against its range, instead of only warned about.
     pub strict_small: bool,
+    /// Set for a quantised ONNX model: layers and outputs pass by SQNR (`quantized::rule`).
+    pub quantized: Option<crate::quantized::rule::SqnrRule>,
 }
 
 impl Default for TolerancePolicy {
@@ -207,6 +209,7 @@ impl Default for TolerancePolicy {
             matchers: Vec::new(),
             outputs: OutputTolerance::default(),
             strict_small: false,
+            quantized: None,
         }
     }
 }
@@ -244,6 +247,7 @@ impl TolerancePolicy {
             matchers,
             outputs: OutputTolerance::default(),
             strict_small: false,
+            quantized: None,
         })
     }
 

@@ -163,6 +163,9 @@ pub struct Isolated {
     pub rel_to_range: f64,
     /// Within the same tolerance the layer is judged by, or within its rounding floor.
     pub pass: bool,
+    /// Signal to error power in dB (the SQNR a quantised model's layers are judged by);
+    /// `null` when infinite (no error) or not measured.
+    pub snr_db: Option<f64>,
     /// Measured only for a layer beyond its tolerance in isolation: the isolated error (of
     /// range) that float rounding alone may reach in its segment (`compare::rounding`);
     /// `null` otherwise.
@@ -515,6 +518,8 @@ pub struct Outcome {
     pub memory: MemoryReport,
     /// The session the user ships, run after the check (absent with `--production off`).
     pub production: Option<crate::production::report::ProductionReport>,
+    /// Present for a quantised ONNX model: its SQNR ranking, curve and exclude list.
+    pub quantized: Option<crate::quantized::analysis::QuantizedReport>,
 }
 
 impl Outcome {

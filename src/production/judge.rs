@@ -28,6 +28,9 @@ fn output_stats(
     let mut stats = compare(reference, test, policy.for_output(r.precision))
         .map_err(|e| anyhow!("production output `{}`: {e}", r.name))?;
     policy.outputs.judge(&mut stats);
+    if let Some(rule) = &policy.quantized {
+        rule.judge_output(&mut stats);
+    }
     Ok(stats)
 }
 

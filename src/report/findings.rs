@@ -106,6 +106,7 @@ pub fn lines(outcome: &Outcome) -> Vec<String> {
     let mut lines: Vec<String> = outcome.accumulated.iter().map(accumulated_line).collect();
     lines.extend(outcome.discrete_flips.iter().map(|f| flip_line(f, outcome)));
     lines.extend(outcome.small_values.iter().map(small_value_line));
+    lines.extend(outcome.quantized.iter().map(|q| q.line()));
     // A failing production gate already says it among the failed gates.
     lines.extend(
         outcome
