@@ -463,6 +463,7 @@ fn degenerate_outcomes_still_render() {
             max_abs: rel,
             rel_to_range: rel,
             pass: rel == 0.0,
+            snr_db: None,
             rounding_floor: None,
         });
     }

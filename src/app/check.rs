@@ -229,7 +229,8 @@ pub struct Accumulator {
     signature: SignatureReport,
     labels: Vec<String>,
     spilled_bytes: u64,
-    /// Every sample's inputs and outputs, for the production session (when it runs).
+    /// Every sample's inputs and outputs, for the production session and the check of a
+    /// quantised model's exclude list (when they run).
     pub production: Vec<ReferenceSample>,
 }
 
@@ -256,7 +257,7 @@ impl Accumulator {
             self.signature = signature;
         }
         let pairing = self.pairing.as_ref().expect("paired above");
-        if cfg.production.is_some() {
+        if cfg.production.is_some() || cfg.policy.quantized.is_some() {
             self.production
                 .push(ReferenceSample::from_captures(&torch, &onnx, pairing)?);
         }
@@ -404,8 +405,11 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
     crate::app::production::check(cfg, &mut outcome, &references, progress);
-    outcome.quantized =
-        quantization.map(|q| crate::quantized::analysis::analyse(&outcome, &q, cfg.quant_rule));
+    if let Some(q) = quantization {
+        let mut report = crate::quantized::analysis::analyse(&outcome, &q, cfg.quant_rule);
+        crate::app::quantized::verify(cfg, &mut report, &references);
+        outcome.quantized = Some(report);
+    }
     Ok(outcome)
 }
 

@@ -13,6 +13,7 @@ pub mod isolation;
 pub mod model_identity;
 pub mod production;
 pub mod progress;
+pub mod quantized;
 pub mod repro;
 pub mod runners;
 pub mod runtimes;

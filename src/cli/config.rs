@@ -89,6 +89,8 @@ pub struct CheckConfig {
     pub production: Option<ProductionSettings>,
     /// The SQNR rule a quantised ONNX model is judged by instead of the float tolerances.
     pub quant_rule: SqnrRule,
+    /// `--float-onnx`: the float model a quantised one was made from.
+    pub float_onnx: Option<PathBuf>,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -301,6 +303,7 @@ impl CheckConfig {
             )?,
             production,
             quant_rule: crate::cli::quantized::rule(&args.quantized, &file.quantized)?,
+            float_onnx: args.quantized.float_onnx.clone(),
             runtime,
             policy,
             min_coverage,

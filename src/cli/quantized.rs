@@ -19,6 +19,11 @@ pub struct QuantizedArgs {
     /// PyTorch's [default: 35]
     #[arg(long, value_name = "DB", help_heading = "Tolerances")]
     pub quant_output_sqnr: Option<f64>,
+
+    /// The float ONNX model a quantised one was made from: the exclude list is then checked
+    /// with those nodes' float weights (otherwise with their dequantised int8 weights)
+    #[arg(long, value_name = "PATH", help_heading = "Diagnosis")]
+    pub float_onnx: Option<std::path::PathBuf>,
 }
 
 /// `[quantized]` of align-check.toml.

@@ -10,4 +10,5 @@
 
 pub mod analysis;
 pub mod detect;
+pub mod exclude;
 pub mod rule;
