@@ -15,7 +15,7 @@ pub struct ReferenceOutput {
     pub name: String,
     pub torch: HostTensor,
     pub unoptimised: HostTensor,
-    /// The precision the pair is judged in (the lower of the two sides').
+    /// The precision the pair is judged in (the lowest either side computed it in).
     pub precision: DType,
 }
 
@@ -39,6 +39,12 @@ impl ReferenceSample {
                 inputs.push((v.name.clone(), v.data()?.into_owned()));
             }
         }
+        // The precision each output was computed in, as the check judges it: a float16 model
+        // that casts back to float32 at its outputs is held to the float16 tolerance.
+        let (torch_precision, onnx_precision) = (
+            precision::computed_precision(torch),
+            precision::computed_precision(onnx),
+        );
         let mut outputs = Vec::with_capacity(pairing.outputs.len());
         for pair in &pairing.outputs {
             let (t, o) = (&torch.values[pair.torch], &onnx.values[pair.onnx]);
@@ -46,7 +52,10 @@ impl ReferenceSample {
                 name: o.name.clone(),
                 torch: t.data()?.into_owned(),
                 unoptimised: o.data()?.into_owned(),
-                precision: precision::lower(t.dtype, o.dtype),
+                precision: precision::lower(
+                    torch_precision[pair.torch],
+                    onnx_precision[pair.onnx],
+                ),
             });
         }
         Ok(ReferenceSample { inputs, outputs })
