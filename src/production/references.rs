@@ -52,10 +52,7 @@ impl ReferenceSample {
                 name: o.name.clone(),
                 torch: t.data()?.into_owned(),
                 unoptimised: o.data()?.into_owned(),
-                precision: precision::lower(
-                    torch_precision[pair.torch],
-                    onnx_precision[pair.onnx],
-                ),
+                precision: precision::lower(torch_precision[pair.torch], onnx_precision[pair.onnx]),
             });
         }
         Ok(ReferenceSample { inputs, outputs })
