@@ -21,6 +21,8 @@ const LAYERS: &[&str] = &[
     "torch",
     "inputs",
     "compare",
+    "production",
+    "quantized",
     "outcome",
     "report",
     "cli",

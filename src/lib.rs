@@ -8,7 +8,8 @@
 //! capture works on plain types and never touches tch or ort.
 //!
 //! Imports run one way, down this order: `text` (plain-text helpers: numbers, labels),
-//! `capture`, `onnx`, `pairing`, `signature`, `torch`, `inputs`, `compare`, `outcome`,
+//! `capture`, `onnx`, `pairing`, `signature`, `torch`, `inputs`, `compare`, `production`
+//! (the session the user ships), `quantized`, `outcome`,
 //! `report`, `cli`, `app`. A module imports only modules before it, and no two files of
 //! one folder import each other round a cycle; `architecture` checks both on the source.
 
@@ -23,6 +24,8 @@ pub mod inputs;
 pub mod onnx;
 pub mod outcome;
 pub mod pairing;
+pub mod production;
+pub mod quantized;
 pub mod report;
 pub mod signature;
 pub mod text;

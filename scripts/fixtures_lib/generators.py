@@ -61,6 +61,14 @@ GENERATORS = (
     Generator("make_custom_op_fixture.py", "tests/fixtures/custom_op_lib_legacy/: a real "
               "compiled custom op (runs scripts/build_custom_ops.sh first)",
               "tests/fixtures/custom_op_lib_legacy/meta.json", size="0.03 MB", seconds=10),
+    Generator("make_production_fixtures.py", "tests/fixtures/production/: a model ONNX "
+              "Runtime's GELU approximation changes at the extended level, and a clean one",
+              "tests/fixtures/production/gelu_head/model.onnx", size="0.4 MB", seconds=10,
+              quiet=True),
+    Generator("make_quantized_fixtures.py", "tests/fixtures/quantized/: QDQ, QOperator and "
+              "dynamic int8 models by onnxruntime.quantization, with calibrated BatchNorm",
+              "tests/fixtures/quantized/cnn_qdq/model.onnx", size="3.2 MB", seconds=30,
+              quiet=True),
     Generator("make_deep_fixtures.py", "tests/fixtures/deep/: YOLOv8n and YOLO11n with "
               "recalibrated BatchNorm", "tests/fixtures/deep/manifest.json",
               committed=False, size="91 MB", seconds=25, quiet=True),

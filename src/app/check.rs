@@ -29,6 +29,7 @@ use crate::outcome::{
 };
 use crate::pairing::pair;
 use crate::pairing::Pairing;
+use crate::production::references::ReferenceSample;
 use crate::report::json::Json;
 use crate::report::terminal::{TableOptions, Terminal};
 use crate::report::{self, Destination, Output};
@@ -62,14 +63,18 @@ pub struct Models {
     memory: MemoryPlan,
     /// What runs in training mode, compared anyway under `--allow-training-mode`.
     pub training_mode: Vec<String>,
+    /// How the ONNX model is quantised, if it is.
+    pub quantization: Option<crate::quantized::detect::Quantization>,
 }
 
 pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
     memory::prepare(cfg.runtime.max_memory);
     crate::app::runtimes::init(&cfg.runtime, true)?;
+    onnx::runtime::set_capture_level(cfg.capture_level);
     let t0 = Instant::now();
     let onnx_model = onnx::model::load(&cfg.onnx_path)?;
     let specs = onnx::signature::inputs(&onnx_model)?;
+    let quantization = crate::quantized::detect::detect(&onnx_model);
     // Refused before ONNX Runtime builds a session, which is the slow part of loading.
     let onnx_training = crate::app::training_mode::judge(
         [None, onnx::training::training_mode(&onnx_model)],
@@ -97,6 +102,7 @@ pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
         specs,
         memory,
         training_mode,
+        quantization,
     })
 }
 
@@ -190,6 +196,9 @@ pub struct Accumulator {
     signature: SignatureReport,
     labels: Vec<String>,
     spilled_bytes: u64,
+    /// Every sample's inputs and outputs, for the production session and the check of a
+    /// quantised model's exclude list (when they run).
+    pub production: Vec<ReferenceSample>,
 }
 
 impl Accumulator {
@@ -215,6 +224,10 @@ impl Accumulator {
             self.signature = signature;
         }
         let pairing = self.pairing.as_ref().expect("paired above");
+        if cfg.production.is_some() || cfg.policy.quantized.is_some() {
+            self.production
+                .push(ReferenceSample::from_captures(&torch, &onnx, pairing)?);
+        }
         let t = Instant::now();
         let cmps = compare_pairs(&torch, &onnx, pairing, &cfg.policy, parallel)?;
         let bad = badness(&cmps);
@@ -309,6 +322,7 @@ impl Accumulator {
 
 /// The whole check on every input sample the configuration names.
 pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
+    let quantized;
     let started = Instant::now();
     // Hashing hundreds of megabytes of weights takes a noticeable share of a run: it happens
     // on its own thread while the models load and run.
@@ -321,6 +335,15 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     let mut acc = Accumulator::default();
     progress.stage("loading models");
     let mut models = load_models(cfg, &mut acc.timing)?;
+    // A quantised model is judged by SQNR from here on, every layer in isolation.
+    let quantization = models.quantization.take();
+    let cfg = match &quantization {
+        Some(_) => {
+            quantized = cfg.for_quantized();
+            &quantized
+        }
+        None => cfg,
+    };
     let (mapping, samples) = torch_args::resolve_samples(
         models.torch.inputs(),
         &models.torch.element_reads(),
@@ -346,8 +369,20 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     } = models;
     drop((torch, onnx));
     memory::release_freed();
+    let references = std::mem::take(&mut acc.production);
     let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
+    crate::app::production::check(cfg, &mut outcome, &references, progress);
+    if let Some(q) = quantization {
+        let mut report = crate::quantized::analysis::analyse(
+            &outcome.layers,
+            &outcome.outputs,
+            &q,
+            cfg.quant_rule,
+        );
+        crate::app::quantized::verify(cfg, &mut report, &references);
+        outcome.quantized = Some(report);
+    }
     Ok(outcome)
 }
 
@@ -427,6 +462,8 @@ fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
         details,
         timing,
         memory,
+        production: None,
+        quantized: None,
     };
     for gate in verdict::gates(&outcome) {
         outcome.add_gate(gate);

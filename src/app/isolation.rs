@@ -171,6 +171,7 @@ impl Judging<'_> {
                     max_abs: stats.max_abs,
                     rel_to_range: stats.rel_to_range,
                     pass: stats.pass,
+                    snr_db: Some(stats.snr_db),
                     rounding_floor: None,
                 })
             };

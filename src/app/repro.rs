@@ -78,6 +78,7 @@ pub fn write(
         max_abs: stats.max_abs,
         rel_to_range: stats.rel_to_range,
         pass: stats.pass,
+        snr_db: Some(stats.snr_db),
         rounding_floor: None,
     };
     let bundle = Bundle {

@@ -10,6 +10,8 @@ use crate::compare::output_tolerance::OutputTolerance;
 use crate::compare::tolerance::{parse_override, Override, Tolerance, TolerancePolicy};
 use crate::inputs::parse_shape;
 use crate::inputs::InputRequest;
+use crate::production::settings::{OptLevel, ProductionSettings};
+use crate::quantized::rule::SqnrRule;
 use crate::report::{Destination, Output, FORMATS};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -61,7 +63,7 @@ impl Reports {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CheckConfig {
     pub torch_path: PathBuf,
     pub onnx_path: PathBuf,
@@ -81,6 +83,14 @@ pub struct CheckConfig {
     pub repro: Option<PathBuf>,
     /// `--repro-layer`: the layer to reproduce instead of the first divergence.
     pub repro_layer: Option<String>,
+    /// The ONNX Runtime optimisation level of the per-layer capture (`--ort-optimization`).
+    pub capture_level: OptLevel,
+    /// The session the user ships, compared after the check; `None` with `--production off`.
+    pub production: Option<ProductionSettings>,
+    /// The SQNR rule a quantised ONNX model is judged by instead of the float tolerances.
+    pub quant_rule: SqnrRule,
+    /// `--float-onnx`: the float model a quantised one was made from.
+    pub float_onnx: Option<PathBuf>,
     pub reports: Reports,
     pub all_rows: bool,
     pub worst: usize,
@@ -241,6 +251,15 @@ fn tolerance_policy(args: &CheckArgs, file: &FileConfig) -> Result<TolerancePoli
 }
 
 impl CheckConfig {
+    /// The configuration for a quantised ONNX model: layers and outputs judged by the SQNR
+    /// rule, and every layer's isolated error measured (it is what a layer is judged by).
+    pub fn for_quantized(&self) -> CheckConfig {
+        let mut cfg = self.clone();
+        cfg.policy.quantized = Some(self.quant_rule);
+        cfg.isolate = true;
+        cfg
+    }
+
     pub fn from_args(args: &CheckArgs) -> Result<CheckConfig> {
         let file = crate::cli::config_file::load(args.config.as_deref())?.unwrap_or_default();
         let torch_path = args.model_pt.as_ref().or(file.torch_model.as_ref());
@@ -277,11 +296,21 @@ impl CheckConfig {
         if let Some(dir) = &repro {
             check_output_path(dir, &[torch_path, onnx_path])?;
         }
+        let runtime = runtime_config(&args.runtime, Some(&file.runtime))?;
+        let production =
+            crate::cli::production::settings(&args.production, &file.production, runtime.threads)?;
         Ok(CheckConfig {
             torch_path: torch_path.clone(),
             onnx_path: onnx_path.clone(),
             inputs: input_request(&args.inputs, Some(&file.inputs))?,
-            runtime: runtime_config(&args.runtime, Some(&file.runtime))?,
+            capture_level: crate::cli::production::capture_level(
+                &args.production,
+                &file.production,
+            )?,
+            production,
+            quant_rule: crate::cli::quantized::rule(&args.quantized, &file.quantized)?,
+            float_onnx: args.quantized.float_onnx.clone(),
+            runtime,
             policy,
             min_coverage,
             baseline,

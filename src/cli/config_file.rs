@@ -32,6 +32,10 @@ pub struct FileConfig {
     pub reports: ReportsSection,
     #[serde(default)]
     pub runtime: RuntimeSection,
+    #[serde(default)]
+    pub production: crate::cli::production::ProductionSection,
+    #[serde(default)]
+    pub quantized: crate::cli::quantized::QuantizedSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

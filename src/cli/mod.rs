@@ -7,6 +7,8 @@
 
 pub mod config;
 pub mod config_file;
+pub mod production;
+pub mod quantized;
 
 use crate::inputs::{parse_shape, split_assignment};
 use crate::report::{Format, FORMATS};
@@ -125,6 +127,12 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+
+    #[command(flatten)]
+    pub production: production::ProductionArgs,
+
+    #[command(flatten)]
+    pub quantized: quantized::QuantizedArgs,
 
     /// Absolute tolerance for every layer, replacing the dtype default. Scales with the
     /// tensor's magnitude once its largest |value| exceeds 1 (see README, Tolerances)

@@ -76,7 +76,10 @@ pub fn judged_stats(
 ) -> Result<ErrorStats> {
     let tol = policy.for_layer(t.module_path(), onnx_node, precision);
     let mut stats = stats_under(t, test, tol)?;
-    small_values::apply_strict(&mut stats, policy.strict_small);
+    match &policy.quantized {
+        Some(rule) => rule.judge_layer(&mut stats),
+        None => small_values::apply_strict(&mut stats, policy.strict_small),
+    }
     Ok(stats)
 }
 
@@ -89,6 +92,9 @@ fn output_stats(
 ) -> Result<ErrorStats> {
     let mut stats = stats_under(t, test, policy.for_output(precision))?;
     policy.outputs.judge(&mut stats);
+    if let Some(rule) = &policy.quantized {
+        rule.judge_output(&mut stats);
+    }
     Ok(stats)
 }
 

@@ -139,6 +139,7 @@ mod tests {
             max_abs: rel,
             rel_to_range: rel,
             pass,
+            snr_db: None,
             rounding_floor: None,
         })
     }

@@ -102,6 +102,9 @@ pub struct Isolated {
     pub rel_to_range: f64,
     /// Within the same tolerance the layer is judged by, or within its rounding floor.
     pub pass: bool,
+    /// Signal to error power in dB (the SQNR a quantised model's layers are judged by);
+    /// `null` when infinite (no error) or not measured.
+    pub snr_db: Option<f64>,
     /// Measured only for a layer beyond its tolerance in isolation: the isolated error (of
     /// range) that float rounding alone may reach in its segment (`compare::rounding`);
     /// `null` otherwise.

@@ -17,5 +17,6 @@ pub mod output_tolerance;
 pub mod precision;
 pub mod rounding;
 pub mod small_values;
+pub mod sqnr_rule;
 pub mod stats;
 pub mod tolerance;

@@ -89,6 +89,8 @@ pub struct TolerancePolicy {
     /// `--strict-small`: a layer whose values all lie below the absolute tolerance is failed
     /// when its error is large against its range, instead of only warned about.
     pub strict_small: bool,
+    /// Set for a quantised ONNX model: layers and outputs pass by SQNR (`quantized::rule`).
+    pub quantized: Option<crate::compare::sqnr_rule::SqnrRule>,
 }
 
 impl Default for TolerancePolicy {
@@ -101,6 +103,7 @@ impl Default for TolerancePolicy {
             matchers: Vec::new(),
             outputs: OutputTolerance::default(),
             strict_small: false,
+            quantized: None,
         }
     }
 }
@@ -138,6 +141,7 @@ impl TolerancePolicy {
             matchers,
             outputs: OutputTolerance::default(),
             strict_small: false,
+            quantized: None,
         })
     }
 

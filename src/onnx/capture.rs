@@ -480,11 +480,21 @@ pub fn run_plain(
     threads: usize,
     custom_ops: Option<&Path>,
 ) -> Result<Vec<(String, HostTensor)>> {
-    let specs = signature::inputs(model)?;
-    let feed = match_inputs(&model.path, &specs, inputs)?;
     let bytes = model.proto.encode_to_vec();
     let mut session = runtime::session(model, &bytes, threads, custom_ops)?;
-    let mut results = run(&mut session, &model.path, &specs, &feed)?;
+    outputs_of(&mut session, model, inputs)
+}
+
+/// Runs `session`, built over the unmodified `model` with whatever options, on `inputs` and
+/// returns the graph outputs in declaration order.
+pub fn outputs_of(
+    session: &mut Session,
+    model: &OnnxModel,
+    inputs: &[(String, HostTensor)],
+) -> Result<Vec<(String, HostTensor)>> {
+    let specs = signature::inputs(model)?;
+    let feed = match_inputs(&model.path, &specs, inputs)?;
+    let mut results = run(session, &model.path, &specs, &feed)?;
     signature::output_names(model)
         .into_iter()
         .map(|name| {

@@ -13,6 +13,7 @@ pub mod model;
 pub mod runtime;
 pub mod scope;
 pub mod segment;
+pub mod session_settings;
 pub mod signature;
 pub mod training;
 pub mod weights;

@@ -3,18 +3,22 @@
 //! ort is built with `load-dynamic`: the shared library is found at run time, in this order:
 //! `--ort-lib`, `ORT_DYLIB_PATH`, then the library of the bootstrapped Python environment
 //! recorded by build.rs. ONNX Runtime allows one environment per process, so it is created
-//! once and kept for the life of the process. Sessions run with graph optimisation disabled
-//! so that no intermediate value is fused away, are built from memory (the instrumented
+//! once and kept for the life of the process. Capture sessions run with graph optimisation
+//! disabled so that no intermediate value is fused away (`--ort-optimization` can raise it;
+//! the production session is built at the user's own level and config entries), are built
+//! from memory (the instrumented
 //! model never touches disk), and turn ONNX Runtime's "unknown op" failures into a message
 //! that says what to pass.
 
 use super::expose::op_name;
 use super::model::{one_line, OnnxModel};
+use crate::onnx::session_settings::OptLevel;
 use anyhow::{anyhow, bail, Result};
 use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The environment and the library it was loaded from; set once per process.
@@ -99,26 +103,73 @@ fn resolve_library(lib: Option<&Path>) -> Result<PathBuf> {
     bail!("ONNX Runtime library not found: {NOT_FOUND_HINT}")
 }
 
-/// A session over `bytes` (the serialised form of `model`, possibly instrumented), with
-/// optimisation disabled, `threads` intra-op threads (0: ONNX Runtime's default), one
-/// inter-op thread, and the custom-op library if given. Initialises the runtime with its
-/// defaults when [`init`] has not been called.
+/// The optimisation level of every capture session (`--ort-optimization`; disabled unless
+/// set, so that no intermediate value is fused away). Process-wide like the environment.
+static CAPTURE_LEVEL: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the level [`session`] builds capture sessions at.
+pub fn set_capture_level(level: OptLevel) {
+    CAPTURE_LEVEL.store(level as u8, Ordering::Relaxed);
+}
+
+/// The level capture sessions are built at.
+pub fn capture_level() -> OptLevel {
+    OptLevel::ALL[usize::from(CAPTURE_LEVEL.load(Ordering::Relaxed)).min(3)]
+}
+
+/// How a session is optimised and threaded, beyond what every session shares.
+pub struct Tuning<'a> {
+    pub level: OptLevel,
+    /// Intra-op threads (0: ONNX Runtime's default).
+    pub threads: usize,
+    /// Session config entries (`--ort-config KEY=VALUE`).
+    pub config: &'a [(String, String)],
+}
+
+fn ort_level(level: OptLevel) -> GraphOptimizationLevel {
+    match level {
+        OptLevel::Disable => GraphOptimizationLevel::Disable,
+        OptLevel::Basic => GraphOptimizationLevel::Level1,
+        OptLevel::Extended => GraphOptimizationLevel::Level2,
+        OptLevel::All => GraphOptimizationLevel::All,
+    }
+}
+
+/// A capture session over `bytes` (the serialised form of `model`, possibly instrumented),
+/// at the capture level (optimisation disabled by default), `threads` intra-op threads (0:
+/// ONNX Runtime's default), one inter-op thread, and the custom-op library if given.
+/// Initialises the runtime with its defaults when [`init`] has not been called.
 pub fn session(
     model: &OnnxModel,
     bytes: &[u8],
     threads: usize,
     custom_ops_lib: Option<&Path>,
 ) -> Result<Session> {
-    init(None, threads)?;
+    let tuning = Tuning {
+        level: capture_level(),
+        threads,
+        config: &[],
+    };
+    session_tuned(model, bytes, custom_ops_lib, &tuning)
+}
+
+/// A session as [`session`] builds it, at `tuning`'s level, threads and config entries.
+pub fn session_tuned(
+    model: &OnnxModel,
+    bytes: &[u8],
+    custom_ops_lib: Option<&Path>,
+    tuning: &Tuning<'_>,
+) -> Result<Session> {
+    init(None, tuning.threads)?;
     let (env, _) = ENV.get().expect("initialised above");
     let shown = model.path.display();
     let opt = |e: ort::Error<_>| anyhow!("ONNX Runtime session options for {shown}: {e}");
 
     let mut builder = Session::builder(env)
         .map_err(|e| anyhow!("ONNX Runtime session for {shown}: {e}"))?
-        .with_optimization_level(GraphOptimizationLevel::Disable)
+        .with_optimization_level(ort_level(tuning.level))
         .map_err(opt)?
-        .with_intra_threads(threads)
+        .with_intra_threads(tuning.threads)
         .map_err(opt)?
         .with_inter_threads(1)
         .map_err(opt)?
@@ -126,6 +177,14 @@ pub fn session(
         // of staying reserved by the session, which matters when every value is an output.
         .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
         .map_err(opt)?;
+    for (key, value) in tuning.config {
+        builder = builder.with_config_entry(key, value).map_err(|e| {
+            anyhow!(
+                "ONNX Runtime refused session config entry {key}={value}: {}",
+                one_line(&e.to_string())
+            )
+        })?;
+    }
     if let Some(dir) = &model.external_data_dir {
         builder = builder
             .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, dir.to_string_lossy())

@@ -20,6 +20,9 @@ pub enum GateName {
     Coverage,
     /// No error grew more than `--max-growth` times since `--baseline` (only with one).
     Baseline,
+    /// The production session (`--production`) differs from PyTorch only where the
+    /// unoptimised run does (not with `--production off`; `--no-production-gate` passes it).
+    Production,
 }
 
 impl GateName {
@@ -29,6 +32,7 @@ impl GateName {
             GateName::Outputs => "outputs",
             GateName::Coverage => "coverage",
             GateName::Baseline => "baseline",
+            GateName::Production => "production",
         }
     }
 }
@@ -67,6 +71,9 @@ pub enum GateFinding {
         /// The largest growth of any layer or output with a counterpart in the baseline.
         largest: Option<f64>,
     },
+    /// The production session's line (`production::report::ProductionReport::line`), which
+    /// its report words from its own values.
+    Production { line: String },
 }
 
 /// One layer or output whose error grew past the baseline's limit.
@@ -139,6 +146,7 @@ impl Gate {
                 grown,
                 largest,
             } => baseline_sentence(*max_growth, grown, *largest),
+            GateFinding::Production { line } => line.clone(),
         }
     }
 }

@@ -183,6 +183,8 @@ pub struct Timing {
     pub statistics_s: f64,
     /// The isolation run and its comparisons (0 when it did not run).
     pub isolation_s: f64,
+    /// The production session and its bisection (0 with `--production off`).
+    pub production_s: f64,
     /// Rendering and writing the HTML, Markdown and JUnit reports (the JSON report cannot
     /// time itself; it is written last).
     pub reports_s: f64,
@@ -259,6 +261,10 @@ pub struct Outcome {
     pub details: Vec<LayerDetail>,
     pub timing: Timing,
     pub memory: MemoryReport,
+    /// The session the user ships, run after the check (absent with `--production off`).
+    pub production: Option<crate::production::report::ProductionReport>,
+    /// Present for a quantised ONNX model: its SQNR ranking, curve and exclude list.
+    pub quantized: Option<crate::quantized::analysis::QuantizedReport>,
 }
 
 impl Outcome {

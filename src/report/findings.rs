@@ -8,6 +8,8 @@ use crate::compare::discrete::DiscreteFlip;
 use crate::compare::small_values::SmallValues;
 use crate::compare::stats::ErrorStats;
 use crate::outcome::{AccumulatedError, GateName, Outcome};
+use crate::production::report::ProductionReport;
+use crate::quantized::analysis::QuantizedReport;
 use crate::report::format::{fmt_num, module_label};
 
 /// "14 layers exceed their per-layer tolerance only by error carried from upstream (each
@@ -112,6 +114,10 @@ pub enum Finding<'a> {
     Flip(&'a DiscreteFlip, Option<bool>),
     /// A layer too small-valued for the absolute tolerance to judge.
     SmallValues(&'a SmallValues),
+    /// A quantised model's SQNR summary.
+    Quantized(&'a QuantizedReport),
+    /// The production session, when its gate passed (a failure is said among the gates).
+    Production(&'a ProductionReport),
 }
 
 impl Finding<'_> {
@@ -120,6 +126,8 @@ impl Finding<'_> {
             Finding::Accumulated(a) => accumulated_line(a),
             Finding::Flip(f, outputs_passed) => flip_line(f, outputs_passed),
             Finding::SmallValues(s) => small_value_line(s),
+            Finding::Quantized(q) => q.line(),
+            Finding::Production(p) => p.line(),
         }
     }
 }
@@ -139,6 +147,14 @@ pub fn findings(outcome: &Outcome) -> Vec<Finding<'_>> {
             .map(|f| Finding::Flip(f, outputs_passed)),
     );
     found.extend(outcome.small_values.iter().map(Finding::SmallValues));
+    found.extend(outcome.quantized.iter().map(Finding::Quantized));
+    found.extend(
+        outcome
+            .production
+            .iter()
+            .filter(|p| p.gate_passed())
+            .map(Finding::Production),
+    );
     found
 }
 

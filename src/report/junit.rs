@@ -182,6 +182,15 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
             "baseline growth",
             grown_lines(outcome),
         ),
+        GateName::Production => (
+            "align-check.production",
+            "production session",
+            outcome
+                .production
+                .as_ref()
+                .map(crate::production::report::ProductionReport::output_lines)
+                .unwrap_or_default(),
+        ),
     };
     Some(Case {
         classname,

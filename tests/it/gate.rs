@@ -190,10 +190,13 @@ fn a_run_failing_only_on_baseline_growth_fails_in_every_report() {
         .collect();
     assert_eq!(failed, ["baseline"], "{gates:?}");
     let names: Vec<&str> = gates.iter().map(|g| g["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["layers", "outputs", "coverage", "baseline"]);
+    assert_eq!(
+        names,
+        ["layers", "outputs", "coverage", "production", "baseline"]
+    );
     assert_eq!(
         report["gate_failures"],
-        serde_json::json!([gates[3]["detail"]]),
+        serde_json::json!([gates[4]["detail"]]),
         "gate_failures are the failed gates' details"
     );
 

@@ -324,8 +324,8 @@ fn markdown_and_junit_carry_verdict_and_first_divergence() {
     let xml = junit::render(&clean);
     assert!(!xml.contains("<failure"), "{xml}");
     let cases = junit_cases(&xml);
-    // One case per output, per top-level module, and the coverage gate.
-    assert_eq!(cases.len(), 1 + 4 + 1, "{cases:?}");
+    // One case per output, per top-level module, the coverage gate and the production gate.
+    assert_eq!(cases.len(), 1 + 4 + 1 + 1, "{cases:?}");
 }
 
 /// The fault outcome with its layers repeated to `n`, as a stand-in for a large network.
@@ -439,6 +439,7 @@ fn degenerate_outcomes_still_render() {
             max_abs: rel,
             rel_to_range: rel,
             pass: rel == 0.0,
+            snr_db: None,
             rounding_floor: None,
         });
     }

@@ -31,6 +31,7 @@ mod model_explorer;
 mod onnx_capture;
 mod optimized_models;
 mod precision;
+mod production;
 mod repro;
 mod signature;
 mod source_lines;

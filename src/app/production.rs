@@ -1,0 +1,185 @@
+//! The production-session stage of a check: builds ONNX Runtime sessions over the unmodified
+//! model as the user ships it, runs them on the check's own inputs, judges the outputs
+//! (`production::judge`), bisects ONNX Runtime's optimisers when only this session differs
+//! (`production::bisect`), and records the result and its gate in the outcome.
+//!
+//! Cost: one session and one run per sample when the production session agrees (or differs
+//! as the unoptimised run does); the bisection's sessions, on one sample, only when it
+//! differs on its own. A production session that cannot be built or run is reported, not
+//! fatal: the per-layer check stands on its own.
+
+use crate::app::progress::Progress;
+use crate::cli::config::CheckConfig;
+use crate::onnx;
+use crate::onnx::model::OnnxModel;
+use crate::onnx::runtime::{session_tuned, Tuning};
+use crate::outcome::{Gate, GateFinding, GateName, Outcome};
+use crate::production::bisect::{bisect, Finding};
+use crate::production::judge::{fold, judge_sample, production_only};
+use crate::production::references::ReferenceSample;
+use crate::production::report::{ProductionReport, ProductionStatus, Workaround};
+use crate::production::settings::{OptLevel, ProductionSettings};
+use anyhow::Result;
+use prost::Message;
+use std::time::Instant;
+
+/// Runs the production session on `samples` (the check's, in order) and adds its record and
+/// gate to `outcome`. Does nothing with `--production off`.
+pub fn check(
+    cfg: &CheckConfig,
+    outcome: &mut Outcome,
+    samples: &[ReferenceSample],
+    progress: &Progress,
+) {
+    let Some(settings) = &cfg.production else {
+        return;
+    };
+    if samples.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    progress.stage(&format!(
+        "running the production session (ONNX Runtime {})",
+        settings.level
+    ));
+    let mut sessions = 0;
+    let mut report = match run(cfg, settings, samples, progress, &mut sessions) {
+        Ok(report) => report,
+        Err(e) => failed(settings, e.to_string()),
+    };
+    report.sessions = sessions;
+    let seconds = started.elapsed().as_secs_f64();
+    outcome.timing.production_s = seconds;
+    outcome.timing.total_s += seconds;
+    outcome.add_gate(Gate {
+        name: GateName::Production,
+        passed: report.gate_passed(),
+        finding: GateFinding::Production {
+            line: report.line(),
+        },
+    });
+    outcome.production = Some(report);
+}
+
+/// The model as the user ships it, ready to build sessions from.
+struct Shipped {
+    model: OnnxModel,
+    bytes: Vec<u8>,
+}
+
+impl Shipped {
+    /// The outputs of `sample` in a session at `level` with the user's settings and
+    /// `disabled` transformers turned off besides.
+    fn outputs(
+        &self,
+        cfg: &CheckConfig,
+        (settings, level, disabled): (&ProductionSettings, OptLevel, &[&str]),
+        samples: &[ReferenceSample],
+        sessions: &mut usize,
+    ) -> Result<Vec<Vec<(String, crate::capture::tensor::HostTensor)>>> {
+        let config = settings.config_disabling(disabled);
+        let tuning = Tuning {
+            level,
+            threads: settings.threads,
+            config: &config,
+        };
+        *sessions += 1;
+        let mut session = session_tuned(
+            &self.model,
+            &self.bytes,
+            cfg.runtime.ort_custom_ops.as_deref(),
+            &tuning,
+        )?;
+        samples
+            .iter()
+            .map(|s| onnx::capture::outputs_of(&mut session, &self.model, &s.inputs))
+            .collect()
+    }
+}
+
+fn run(
+    cfg: &CheckConfig,
+    settings: &ProductionSettings,
+    samples: &[ReferenceSample],
+    progress: &Progress,
+    sessions: &mut usize,
+) -> Result<ProductionReport> {
+    let mut model = onnx::model::load(&cfg.onnx_path)?;
+    let bytes = model.proto.encode_to_vec();
+    // From here on only the serialised bytes need the weights (the model is read for its
+    // signature): one copy fewer while ONNX Runtime builds its own, under a memory budget too.
+    if let Some(graph) = model.proto.graph.as_mut() {
+        graph.initializer = Vec::new();
+    }
+    let shipped = Shipped { model, bytes };
+    let produced = shipped.outputs(cfg, (settings, settings.level, &[]), samples, sessions)?;
+    let judged = samples
+        .iter()
+        .zip(&produced)
+        .map(|(s, p)| judge_sample(s, p, &cfg.policy))
+        .collect::<Result<Vec<_>>>()?;
+    drop(produced);
+    let names: Vec<String> = samples[0].outputs.iter().map(|o| o.name.clone()).collect();
+    let (outputs, status, telling) = fold(&names, &judged);
+    let mut report = ProductionReport {
+        level: settings.level,
+        threads: settings.threads,
+        config: settings
+            .config
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        gated: settings.gate,
+        status,
+        outputs,
+        finding: None,
+        workaround: None,
+        error: None,
+        sessions: 0,
+    };
+    if status != ProductionStatus::ProductionOnly {
+        return Ok(report);
+    }
+    progress.stage("the production session differs: bisecting ONNX Runtime's optimisers");
+    // One sample, the one that shows the difference most, decides every step.
+    let sample = std::slice::from_ref(&samples[telling]);
+    let found = bisect(settings.level, |level, disabled| {
+        let produced = shipped.outputs(cfg, (settings, level, disabled), sample, sessions)?;
+        Ok(production_only(&judge_sample(
+            &sample[0],
+            &produced[0],
+            &cfg.policy,
+        )?))
+    });
+    match found {
+        Ok(b) => {
+            if let Finding::Pass { name, .. } = &b.finding {
+                report.workaround = Some(Workaround::disabling(settings, name));
+            }
+            report.finding = Some(b.finding);
+        }
+        // The difference stands; only its cause is unknown.
+        Err(e) => report.error = Some(format!("the bisection could not run: {e}")),
+    }
+    Ok(report)
+}
+
+/// The record of a production session that could not run.
+fn failed(settings: &ProductionSettings, error: String) -> ProductionReport {
+    ProductionReport {
+        level: settings.level,
+        threads: settings.threads,
+        config: settings
+            .config
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        gated: settings.gate,
+        status: ProductionStatus::Error,
+        outputs: Vec::new(),
+        finding: None,
+        workaround: None,
+        error: Some(error),
+        sessions: 0,
+    }
+}
