@@ -14,7 +14,7 @@ use super::Pairer;
 fn repetitions(ops: &[&str]) -> Option<usize> {
     let n = ops.len();
     (1..n)
-        .filter(|p| n % p == 0)
+        .filter(|&p| n.is_multiple_of(p))
         .find(|&p| (p..n).all(|i| ops[i] == ops[i % p]))
         .map(|p| n / p)
 }
