@@ -43,7 +43,11 @@ pub fn check(
         settings.level
     ));
     let mut sessions = 0;
-    let mut report = match run(cfg, settings, samples, progress, &mut sessions) {
+    // Under a budget (given or chosen) the session keeps to it: what the check freed goes
+    // back to the OS first, and the session reserves no block for every intermediate.
+    let budgeted = outcome.memory.budget_bytes.is_some();
+    crate::capture::memory::release_freed();
+    let mut report = match run(cfg, (settings, budgeted), samples, progress, &mut sessions) {
         Ok(report) => report,
         Err(e) => failed(settings, e.to_string()),
     };
@@ -65,6 +69,8 @@ pub fn check(
 struct Shipped {
     model: OnnxModel,
     bytes: Vec<u8>,
+    /// The check ran under a memory budget, which the production session keeps too.
+    lean: bool,
 }
 
 impl Shipped {
@@ -82,6 +88,7 @@ impl Shipped {
             level,
             threads: settings.threads,
             config: &config,
+            lean: self.lean,
         };
         *sessions += 1;
         let mut session = session_tuned(
@@ -99,7 +106,7 @@ impl Shipped {
 
 fn run(
     cfg: &CheckConfig,
-    settings: &ProductionSettings,
+    (settings, budgeted): (&ProductionSettings, bool),
     samples: &[ReferenceSample],
     progress: &Progress,
     sessions: &mut usize,
@@ -111,7 +118,8 @@ fn run(
     if let Some(graph) = model.proto.graph.as_mut() {
         graph.initializer = Vec::new();
     }
-    let shipped = Shipped { model, bytes };
+    let lean = budgeted;
+    let shipped = Shipped { model, bytes, lean };
     let produced = shipped.outputs(cfg, (settings, settings.level, &[]), samples, sessions)?;
     let judged = samples
         .iter()

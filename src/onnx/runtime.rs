@@ -124,6 +124,9 @@ pub struct Tuning<'a> {
     pub threads: usize,
     /// Session config entries (`--ort-config KEY=VALUE`).
     pub config: &'a [(String, String)],
+    /// Under a memory budget: no memory pattern, the block ONNX Runtime reserves up front
+    /// for every intermediate (allocation only; results are the same).
+    pub lean: bool,
 }
 
 fn ort_level(level: OptLevel) -> GraphOptimizationLevel {
@@ -149,6 +152,7 @@ pub fn session(
         level: capture_level(),
         threads,
         config: &[],
+        lean: false,
     };
     session_tuned(model, bytes, custom_ops_lib, &tuning)
 }
@@ -172,6 +176,8 @@ pub fn session_tuned(
         .with_intra_threads(tuning.threads)
         .map_err(opt)?
         .with_inter_threads(1)
+        .map_err(opt)?
+        .with_memory_pattern(!tuning.lean)
         .map_err(opt)?
         // No arena: freed outputs go back to the allocator (and large ones to the OS) instead
         // of staying reserved by the session, which matters when every value is an output.

@@ -196,7 +196,8 @@ pub struct Timing {
 pub struct MemoryReport {
     /// Peak resident set of the process up to the end of the check (before reports).
     pub peak_rss_bytes: Option<u64>,
-    /// `--max-memory`, when given.
+    /// The budget the check kept to: `--max-memory`, or the one chosen from the memory the
+    /// machine had free (`app::memory_plan`); `None` when everything was captured at once.
     pub budget_bytes: Option<u64>,
     /// Bytes of tensors written to the temporary spill file (0 without a budget).
     pub spilled_bytes: u64,
