@@ -118,8 +118,11 @@ fn run(
     if let Some(graph) = model.proto.graph.as_mut() {
         graph.initializer = Vec::new();
     }
-    let lean = budgeted;
-    let shipped = Shipped { model, bytes, lean };
+    let shipped = Shipped {
+        model,
+        bytes,
+        lean: budgeted,
+    };
     let produced = shipped.outputs(cfg, (settings, settings.level, &[]), samples, sessions)?;
     let judged = samples
         .iter()
@@ -130,20 +133,9 @@ fn run(
     let names: Vec<String> = samples[0].outputs.iter().map(|o| o.name.clone()).collect();
     let (outputs, status, telling) = fold(&names, &judged);
     let mut report = ProductionReport {
-        level: settings.level,
-        threads: settings.threads,
-        config: settings
-            .config
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect(),
-        gated: settings.gate,
         status,
         outputs,
-        finding: None,
-        workaround: None,
-        error: None,
-        sessions: 0,
+        ..record(settings)
     };
     if status != ProductionStatus::ProductionOnly {
         return Ok(report);
@@ -175,6 +167,15 @@ fn run(
 /// The record of a production session that could not run.
 fn failed(settings: &ProductionSettings, error: String) -> ProductionReport {
     ProductionReport {
+        status: ProductionStatus::Error,
+        error: Some(error),
+        ..record(settings)
+    }
+}
+
+/// A record of the session `settings` describe, with nothing found yet.
+fn record(settings: &ProductionSettings) -> ProductionReport {
+    ProductionReport {
         level: settings.level,
         threads: settings.threads,
         config: settings
@@ -187,7 +188,7 @@ fn failed(settings: &ProductionSettings, error: String) -> ProductionReport {
         outputs: Vec::new(),
         finding: None,
         workaround: None,
-        error: Some(error),
+        error: None,
         sessions: 0,
     }
 }
