@@ -36,9 +36,16 @@ pub fn reason(always: bool, eval: &Evaluation) -> Option<String> {
     }
     let failing_layers = eval.layers.iter().filter(|l| l.fails()).count();
     let failing_outputs = eval.outputs.iter().filter(|o| !o.cmp.pass).count();
-    (failing_layers + failing_outputs > 0).then(|| {
-        format!("{failing_layers} layer(s) and {failing_outputs} output(s) exceed their tolerance")
-    })
+    // A doubtful pair is confirmed or not by its isolated error (`isolation::apply`), so it
+    // is a reason too: otherwise a clean model would show it as a possible wrong pair.
+    let doubtful = eval.layers.iter().filter(|l| l.unconfirmed).count();
+    if failing_layers + failing_outputs > 0 {
+        Some(format!(
+            "{failing_layers} layer(s) and {failing_outputs} output(s) exceed their tolerance"
+        ))
+    } else {
+        (doubtful > 0).then(|| format!("{doubtful} unconfirmed pair(s) to confirm"))
+    }
 }
 
 /// Runs isolation when `reason` says so and records each layer's isolated error and origin

@@ -14,13 +14,13 @@ mod decomposition;
 mod finish;
 mod fused_nodes;
 mod fusion;
+mod left_open;
 pub mod ops;
 mod passes;
 mod repeated_calls;
 mod scoped;
 mod scopes;
 mod state;
-mod unlisted_ops;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
@@ -46,7 +46,7 @@ pub enum PairedBy {
     UncrossSiblings,
     Dataflow,
     Scopeless,
-    UnlistedOp,
+    LeftOpen,
 }
 
 impl PairedBy {
@@ -62,7 +62,7 @@ impl PairedBy {
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",
             PairedBy::Scopeless => "scopeless",
-            PairedBy::UnlistedOp => "unlisted_op",
+            PairedBy::LeftOpen => "left_open",
         }
     }
 }

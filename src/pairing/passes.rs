@@ -72,10 +72,10 @@ pub(super) const PASSES: &[Pass] = &[
         name: "scopeless",
         run: |p| p.pair_scopeless(),
     },
-    // Ops the kind table does not list pair by dataflow, shape and place alone.
+    // Values still open (an unlisted op, a chain out of order) pair by dataflow, shape, place.
     Pass {
-        name: "unlisted_op",
-        run: |p| p.pair_unlisted_ops(),
+        name: "left_open",
+        run: |p| p.pair_left_open(),
     },
     // The other values of a compared module call are internal to it: covered.
     Pass {
@@ -106,7 +106,7 @@ mod tests {
             PairedBy::UncrossSiblings,
             PairedBy::Dataflow,
             PairedBy::Scopeless,
-            PairedBy::UnlistedOp,
+            PairedBy::LeftOpen,
         ];
         for label in labels {
             assert!(

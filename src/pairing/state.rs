@@ -35,6 +35,9 @@ pub(super) struct PairState {
     pub absorbed: HashMap<usize, String>,
     /// TorchScript values whose pair breaks the dataflow (see `dataflow`).
     pub off_dataflow: HashSet<usize>,
+    /// Pairs a pass undid or moved away from (a Linear met with its bias-less MatMul):
+    /// a later pass that fills what is left open does not make them again.
+    pub undone: HashSet<(usize, usize)>,
 }
 
 impl PairState {
@@ -66,6 +69,7 @@ impl PairState {
     pub fn unassign(&mut self, t: usize) -> Option<usize> {
         let made = self.pairs.remove(&t)?;
         self.holder.remove(&made.onnx);
+        self.undone.insert((t, made.onnx));
         self.check();
         Some(made.onnx)
     }

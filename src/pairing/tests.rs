@@ -699,6 +699,49 @@ fn an_unlisted_op_pairs_by_dataflow() {
     let p = pair(&t.build(), &o.build()).unwrap();
     let made = pair_of(&p, odd).expect("the unlisted op is compared");
     assert_eq!(made.onnx, oodd);
-    assert_eq!(made.paired_by, PairedBy::UnlistedOp);
+    assert_eq!(made.paired_by, PairedBy::LeftOpen);
     assert_eq!(pair_of(&p, r).unwrap().onnx, or);
+}
+
+/// Two independent chains of one scope that the ONNX graph runs interleaved (a simplifier
+/// sorted it again): the order-keeping alignment pairs one chain, and the other still pairs
+/// link by link through the wiring instead of being left open.
+#[test]
+fn chains_in_another_order_pair_by_dataflow() {
+    let (q, k) = ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0]);
+    let neg = |v: &[f32]| v.iter().map(|x| -x).collect::<Vec<f32>>();
+    let dbl = |v: &[f32]| v.iter().map(|x| -2.0 * x).collect::<Vec<f32>>();
+    let mut t = Builder::new(Side::Torch);
+    let tq_in = t.input(0, &q);
+    let tk_in = t.input(1, &k);
+    let tq = t.op("aten::linear", "attn.q", &[tq_in], &q);
+    let tk = t.op("aten::linear", "attn.k", &[tk_in], &k);
+    let nq = t.op("aten::neg", "attn", &[tq], &neg(&q));
+    let mq = t.op("aten::mul", "attn", &[nq], &dbl(&q));
+    let nk = t.op("aten::neg", "attn", &[tk], &neg(&k));
+    let mk = t.op("aten::mul", "attn", &[nk], &dbl(&k));
+    t.output(0, mq);
+    t.output(1, mk);
+    let mut o = Builder::new(Side::Onnx);
+    let oq_in = o.input(0, &q);
+    let ok_in = o.input(1, &k);
+    let oq = o.op("MatMul", "attn.q", &[oq_in], &q);
+    let ok = o.op("MatMul", "attn.k", &[ok_in], &k);
+    let onk = o.op("Neg", "attn", &[ok], &neg(&k));
+    let onq = o.op("Neg", "attn", &[oq], &neg(&q));
+    let omk = o.op("Mul", "attn", &[onk], &dbl(&k));
+    let omq = o.op("Mul", "attn", &[onq], &dbl(&q));
+    o.output(0, omq);
+    o.output(1, omk);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tv, ov) in [(nq, onq), (mq, omq), (nk, onk), (mk, omk)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+    }
+    assert!(
+        [nq, mq, nk, mk]
+            .iter()
+            .any(|&v| pair_of(&p, v).unwrap().paired_by == PairedBy::LeftOpen),
+        "one chain is left to the dataflow fill"
+    );
 }
