@@ -17,6 +17,7 @@ mod fusion;
 mod left_open;
 pub mod ops;
 mod passes;
+mod relaid_layout;
 mod repeated_calls;
 mod scoped;
 mod scopes;

@@ -67,6 +67,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "partial_linear",
         run: |p| p.split_partial_linear(),
     },
+    // A layout op whose arrangement ONNX merged into another: unpaired, covered.
+    Pass {
+        name: "relaid_layout",
+        run: |p| p.unpair_relaid_layout(),
+    },
     // Values left open meet scope-less fused nodes (SkipLayerNormalization) by dataflow.
     Pass {
         name: "scopeless",

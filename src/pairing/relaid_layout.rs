@@ -1,0 +1,88 @@
+//! A layout op paired with an ONNX value that holds the same data in another arrangement is
+//! unpaired: ONNX merged its arrangement into another layout op.
+//!
+//! A transpose followed by another transpose (a key's `transpose(1, 2)` and the attention's
+//! `transpose(-2, -1)`) is one Transpose in ONNX, and when two dimensions happen to be equal
+//! (a sequence of 16 tokens, a head of 16 channels) it has the TorchScript value's shape, so
+//! order and shape pair the two. Their values then differ at every element while both graphs
+//! are right. A layout op computes nothing, so values settle it: when the pair's producers
+//! agree and the values its consumers read agree, yet the pair itself does not, the data is
+//! right and only its arrangement has no ONNX twin. Such a value is left unpaired, counted
+//! as covered (its data is compared where it is used). A wrong permutation in the export is
+//! not hidden by this: its consumers then disagree too, and the pair stays.
+
+use super::ops::{onnx_families, torch_families};
+use super::{consumers_of, Pairer};
+use crate::capture::CapturedValue;
+use std::collections::HashSet;
+
+/// Above this relative distance two values are different data, not rounding (as in the
+/// dataflow check).
+const APART: f64 = 1e-2;
+
+/// The nearest values in `next(t)` direction that `has_twin` accepts, looking through the
+/// others.
+fn nearest_paired(
+    start: &[usize],
+    next: impl Fn(usize) -> Vec<usize>,
+    has_twin: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let (mut found, mut seen) = (Vec::new(), HashSet::new());
+    let mut stack = start.to_vec();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        if has_twin(v) {
+            found.push(v);
+        } else {
+            stack.extend(next(v));
+        }
+    }
+    found
+}
+
+fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
+    torch_families(&t.op) == ["layout"] && onnx_families(&o.op).contains(&"layout")
+}
+
+impl Pairer<'_> {
+    pub(super) fn unpair_relaid_layout(&mut self) {
+        let consumers = consumers_of(&self.torch.values);
+        let relaid: Vec<usize> = self
+            .state
+            .paired()
+            .into_iter()
+            .filter(|&t| self.is_relaid_layout(t, &consumers))
+            .collect();
+        for t in relaid {
+            self.state.unassign(t);
+            let reason = "a layout op whose arrangement ONNX merged into another layout op (the \
+                          data it passes on agrees where it is used)";
+            self.state.reason.insert(t, (reason.to_string(), true));
+        }
+    }
+
+    /// Whether paired TorchScript value `t` is a layout op that differs from its twin while
+    /// the values around it agree.
+    fn is_relaid_layout(&self, t: usize, consumers: &[Vec<usize>]) -> bool {
+        let tv = &self.torch.values;
+        let Some(made) = self.state.get(t) else {
+            return false;
+        };
+        if made.certain
+            || !is_layout(&tv[t], &self.onnx.values[made.onnx])
+            || self.distance(t, made.onnx) < APART
+        {
+            return false;
+        }
+        let has_twin = |u: usize| self.twin(u).is_some();
+        let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
+        let before = nearest_paired(&tv[t].inputs, |u| tv[u].inputs.clone(), has_twin);
+        let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin);
+        !before.is_empty()
+            && !after.is_empty()
+            && before.iter().all(|&u| agrees(u))
+            && after.iter().all(|&v| agrees(v))
+    }
+}
