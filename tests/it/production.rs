@@ -56,6 +56,19 @@ fn a_production_only_difference_names_the_pass_and_fails_the_check() {
         text.contains("ONNX Runtime's GeluApproximation (extended level) changes output `y`"),
         "{text}"
     );
+    // The approximation replaces the first GELU: the first paired layer it changes, measured
+    // with the paired layers exposed in sessions with and without the pass (ONNX Runtime in
+    // Python: 2.46e-4 max abs at /act1/Mul_1, nothing before it).
+    let layer = &p["layer"];
+    assert_eq!(layer["kind"], "layer", "{p}");
+    assert_eq!(layer["module"], "act1", "{p}");
+    assert_eq!(layer["onnx_node"], "/act1/Mul_1", "{p}");
+    let changed = layer["max_abs"].as_f64().unwrap();
+    assert!((1e-4..1e-3).contains(&changed), "{layer}");
+    assert!(
+        text.contains("the first paired layer it changes is #2 act1 (/act1/Mul_1)"),
+        "{text}"
+    );
 
     // The suggested line really is a workaround.
     let entry = flag.strip_prefix("--ort-config ").unwrap();
