@@ -13,6 +13,7 @@ next to the float ONNX model it was quantised from and the TorchScript model bot
   it. The per-tensor int8 scale of features.2's input is then set by that channel and crushes
   every other one: one layer introduces most of the error, and leaving it in float
   (nodes_to_exclude) brings the output back.
+- cnn_outlier_qoperator: that outlier CNN in QOperator format.
 - mlp_dynamic: an MLP by `quantize_dynamic` (DynamicQuantizeLinear + MatMulInteger).
 
 Each folder: model.pt, model.onnx (quantised), float.onnx, inputs.npz (the check's input),
@@ -195,6 +196,8 @@ def main():
         cnn.features[1][1].bias[3] += OUTLIER
         cnn.features[2][0].weight[:, 3] *= 1e-3
     results["cnn_outlier_qdq"] = write(out, "cnn_outlier_qdq", cnn, x, cal, QuantFormat.QDQ)
+    results["cnn_outlier_qoperator"] = write(out, "cnn_outlier_qoperator", cnn, x, cal,
+                                             QuantFormat.QOperator)
     torch.manual_seed(2)
     mlp = Mlp().eval()
     gen = torch.Generator().manual_seed(2)

@@ -5,17 +5,20 @@
 //!
 //! Cost: one session and one run per sample when the production session agrees (or differs
 //! as the unoptimised run does); the bisection's sessions, on one sample, only when it
-//! differs on its own. A production session that cannot be built or run is reported, not
+//! differs on its own, and with a named pass two more (the paired layers exposed, with and
+//! without the pass: `production::layers`). A production session that cannot be built or run is reported, not
 //! fatal: the per-layer check stands on its own.
 
 use crate::app::progress::Progress;
+use crate::capture::tensor::{DType, HostTensor};
 use crate::cli::config::CheckConfig;
 use crate::onnx;
 use crate::onnx::model::OnnxModel;
 use crate::onnx::runtime::{session_tuned, Tuning};
-use crate::outcome::{Gate, GateFinding, GateName, Outcome};
+use crate::outcome::{Gate, GateFinding, GateName, LayerResult, Outcome};
 use crate::production::bisect::{bisect, Finding};
 use crate::production::judge::{fold, judge_sample, production_only};
+use crate::production::layers::{first_changed, LayerFinding, LayerValue};
 use crate::production::references::ReferenceSample;
 use crate::production::report::{ProductionReport, ProductionStatus, Workaround};
 use crate::production::settings::{OptLevel, ProductionSettings};
@@ -47,7 +50,9 @@ pub fn check(
     // back to the OS first, and the session reserves no block for every intermediate.
     let budgeted = outcome.memory.budget_bytes.is_some();
     crate::capture::memory::release_freed();
-    let mut report = match run(cfg, (settings, budgeted), samples, progress, &mut sessions) {
+    let layers = layer_values(&outcome.layers);
+    let run_with = (settings, budgeted, layers.as_slice());
+    let mut report = match run(cfg, run_with, samples, progress, &mut sessions) {
         Ok(report) => report,
         Err(e) => failed(settings, e.to_string()),
     };
@@ -106,7 +111,7 @@ impl Shipped {
 
 fn run(
     cfg: &CheckConfig,
-    (settings, budgeted): (&ProductionSettings, bool),
+    (settings, budgeted, layers): (&ProductionSettings, bool, &[LayerValue]),
     samples: &[ReferenceSample],
     progress: &Progress,
     sessions: &mut usize,
@@ -155,6 +160,13 @@ fn run(
         Ok(b) => {
             if let Finding::Pass { name, .. } = &b.finding {
                 report.workaround = Some(Workaround::disabling(settings, name));
+                progress.stage(&format!("looking for the first layer {name} changes"));
+                // The pass stands named even if its layers cannot be looked for.
+                let found = locate(cfg, settings, (name, layers), &sample[0], sessions)
+                    .unwrap_or_else(|e| LayerFinding::NotRun {
+                        reason: e.to_string(),
+                    });
+                report.layer = Some(found);
             }
             report.finding = Some(b.finding);
         }
@@ -188,7 +200,76 @@ fn record(settings: &ProductionSettings) -> ProductionReport {
         outputs: Vec::new(),
         finding: None,
         workaround: None,
+        layer: None,
         error: None,
         sessions: 0,
     }
+}
+
+/// The paired layers a pass could change, in execution order: those whose ONNX value a node
+/// computes (graph inputs are fed, not computed).
+fn layer_values(layers: &[LayerResult]) -> Vec<LayerValue> {
+    layers
+        .iter()
+        .filter(|l| !l.onnx_value.is_empty() && l.onnx_op != "input")
+        .map(|l| LayerValue {
+            index: l.index,
+            module: l.module.clone(),
+            onnx_node: l.onnx_node.clone(),
+            value: l.onnx_value.clone(),
+            precision: DType::from_name(&l.cmp.precision).unwrap_or(DType::F32),
+        })
+        .collect()
+}
+
+/// Runs the shipped model with every paired layer's value made a graph output, at the
+/// production level with and without `pass`, on `sample`, and names the first layer the pass
+/// changes (`production::layers`). Two sessions.
+fn locate(
+    cfg: &CheckConfig,
+    settings: &ProductionSettings,
+    (pass, layers): (&str, &[LayerValue]),
+    sample: &ReferenceSample,
+    sessions: &mut usize,
+) -> Result<LayerFinding> {
+    let mut model = onnx::model::load(&cfg.onnx_path)?;
+    if let Some(graph) = model.proto.graph.as_mut() {
+        let mut outputs: std::collections::HashSet<String> =
+            graph.output.iter().map(|o| o.name().to_string()).collect();
+        for l in layers {
+            if outputs.insert(l.value.clone()) {
+                graph.output.push(crate::onnx::proto::ValueInfoProto {
+                    name: Some(l.value.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    let bytes = model.proto.encode_to_vec();
+    // Only the bytes need the weights; the model is read for its signature.
+    if let Some(graph) = model.proto.graph.as_mut() {
+        graph.initializer = Vec::new();
+    }
+    let exposed = Shipped {
+        model,
+        bytes,
+        lean: false,
+    };
+    let mut values = |disabled: &[&str]| -> Result<Vec<(String, HostTensor)>> {
+        let settings_level = (settings, settings.level, disabled);
+        let sample = std::slice::from_ref(sample);
+        Ok(exposed
+            .outputs(cfg, settings_level, sample, sessions)?
+            .remove(0))
+    };
+    let with = values(&[])?;
+    let without = values(&[pass])?;
+    let still_differs = production_only(&judge_sample(sample, &with, &cfg.policy)?);
+    Ok(first_changed(
+        layers,
+        &with,
+        &without,
+        still_differs,
+        &cfg.policy,
+    ))
 }

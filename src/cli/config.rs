@@ -309,7 +309,7 @@ impl CheckConfig {
             )?,
             production,
             quant_rule: crate::cli::quantized::rule(&args.quantized, &file.quantized)?,
-            float_onnx: args.quantized.float_onnx.clone(),
+            float_onnx: crate::cli::quantized::float_onnx(&args.quantized, &file.quantized),
             runtime,
             policy,
             min_coverage,

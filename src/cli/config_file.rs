@@ -215,6 +215,7 @@ impl FileConfig {
         fix_opt(&mut self.runtime.ort_lib);
         fix_opt(&mut self.runtime.ort_custom_ops);
         self.runtime.torch_ops.iter_mut().for_each(fix);
+        fix_opt(&mut self.quantized.float_onnx);
     }
 }
 
@@ -280,9 +281,17 @@ mod tests {
 
     #[test]
     fn paths_are_relative_to_the_file() {
-        let mut c = parse("torch_model = \"m.pt\"\n[reports]\njson = \"/abs/r.json\"\n").unwrap();
+        let mut c = parse(
+            "torch_model = \"m.pt\"\n[reports]\njson = \"/abs/r.json\"\n\
+             [quantized]\nfloat_onnx = \"float.onnx\"\n",
+        )
+        .unwrap();
         c.make_relative_to(Path::new("/ci/models"));
         assert_eq!(c.torch_model.unwrap(), PathBuf::from("/ci/models/m.pt"));
+        assert_eq!(
+            c.quantized.float_onnx,
+            Some(PathBuf::from("/ci/models/float.onnx"))
+        );
         assert_eq!(
             c.reports.path(&report::json::FORMAT),
             Some(&PathBuf::from("/abs/r.json"))

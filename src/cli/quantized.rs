@@ -1,7 +1,8 @@
 //! The options of quantised models: the SQNR rule that replaces the float tolerances when
 //! the ONNX model is quantised (`--quant-layer-sqnr`, `--quant-output-sqnr`, or
 //! `[quantized]` in the configuration file), flag first, then the file, then the defaults of
-//! `quantized::rule`.
+//! `quantized::rule`; and the float model a quantised one was made from (`--float-onnx`,
+//! `[quantized] float_onnx`).
 
 use crate::quantized::rule::SqnrRule;
 use anyhow::{anyhow, Result};
@@ -32,6 +33,8 @@ pub struct QuantizedArgs {
 pub struct QuantizedSection {
     pub layer_sqnr_db: Option<f64>,
     pub output_sqnr_db: Option<f64>,
+    /// `--float-onnx`, relative to the file's folder.
+    pub float_onnx: Option<std::path::PathBuf>,
 }
 
 pub fn rule(args: &QuantizedArgs, file: &QuantizedSection) -> Result<SqnrRule> {
@@ -48,4 +51,9 @@ pub fn rule(args: &QuantizedArgs, file: &QuantizedSection) -> Result<SqnrRule> {
     }
     .validated()
     .map_err(|e| anyhow!(e))
+}
+
+/// The float model: the flag's, else the file's.
+pub fn float_onnx(args: &QuantizedArgs, file: &QuantizedSection) -> Option<std::path::PathBuf> {
+    args.float_onnx.clone().or_else(|| file.float_onnx.clone())
 }

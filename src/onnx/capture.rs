@@ -100,6 +100,8 @@ impl OnnxRunner {
         if let Some(graph) = exposed.model.graph.as_mut() {
             graph.initializer = weights;
         }
+        // A quantised operator's integer output is captured as the float it stands for.
+        super::dequantize::make_observable(&mut exposed.model, output_names.len());
         let mut weights_dir = None;
         let mut weight_bytes = 0;
         if per_group && model.external_data_dir.is_none() {

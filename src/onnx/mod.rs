@@ -2,12 +2,13 @@
 //! intermediate value as a graph output, run it through ONNX Runtime and turn the results into
 //! a [`Capture`](crate::capture::Capture).
 //!
-//! Each submodule has one job. `model`, `signature`, `scope`, `expose`, `segment` and `training` work on the protobuf
-//! alone and never touch ONNX Runtime, so they are unit-tested without the shared library;
+//! Each submodule has one job. `model`, `signature`, `scope`, `expose`, `dequantize`, `segment`
+//! and `training` work on the protobuf alone and never touch ONNX Runtime, so they are unit-tested without the shared library;
 //! `runtime`, `convert` and `capture` are the only places that use `ort`.
 
 pub mod capture;
 pub mod convert;
+pub mod dequantize;
 pub mod expose;
 pub mod model;
 pub mod runtime;

@@ -67,6 +67,9 @@ pub fn cut(
     fetch: &[String],
     weights: Weights,
 ) -> Result<Segment> {
+    // Cut where the capture looked: a quantised value is its float, fed and fetched as such.
+    let contract_outputs = model.graph.as_ref().map_or(0, |g| g.output.len());
+    super::dequantize::make_observable(model, contract_outputs);
     let Some(graph) = model.graph.as_mut() else {
         bail!("the ONNX model has no graph");
     };

@@ -7,11 +7,13 @@
 //!
 //! `settings` is what the user ships, `references` the values of the check it is compared
 //! against, `judge` the comparison, `transformers` and `bisect` the search for the pass,
-//! `report` the outcome's record, sentence and gate. The ONNX Runtime sessions themselves are
-//! built by `app::production`; everything here works on plain values.
+//! `layers` the first paired layer the pass changes, `report` the outcome's record, sentence
+//! and gate. The ONNX Runtime sessions themselves are built by `app::production`; everything
+//! here works on plain values.
 
 pub mod bisect;
 pub mod judge;
+pub mod layers;
 pub mod references;
 pub mod report;
 /// The session settings live with ONNX Runtime's session setup, which reads them.

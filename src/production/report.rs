@@ -7,6 +7,7 @@
 //! difference both sessions share is the outputs gate's business and is only described here.
 
 use super::bisect::Finding;
+use super::layers::LayerFinding;
 use super::settings::{OptLevel, ProductionSettings, DISABLE_OPTIMIZERS_KEY};
 use crate::compare::stats::finite_or_null;
 use crate::text::fmt_num;
@@ -88,6 +89,8 @@ pub struct ProductionReport {
     pub finding: Option<Finding>,
     /// How to keep the named pass out of the production session, when one was named.
     pub workaround: Option<Workaround>,
+    /// With a named pass: the first paired layer it changes, or why none can be named.
+    pub layer: Option<LayerFinding>,
     pub error: Option<String>,
     /// ONNX Runtime sessions this check built (1 plus the bisection's); the time they took
     /// is the outcome's `timing.production_s`.
@@ -177,9 +180,14 @@ impl ProductionReport {
                 } else {
                     "(not enough alone: the outputs still differ with it disabled)"
                 };
+                let layer = self
+                    .layer
+                    .as_ref()
+                    .map(|l| l.clause(name))
+                    .unwrap_or_default();
                 format!(
-                    "ONNX Runtime's {name} ({level} level) changes {change}; disable it with {} \
-                     or, in Python, {} {check}",
+                    "ONNX Runtime's {name} ({level} level) changes {change}{layer}; disable it \
+                     with {} or, in Python, {} {check}",
                     w.flag, w.python
                 )
             }
@@ -258,6 +266,7 @@ mod tests {
             }],
             finding: None,
             workaround: None,
+            layer: None,
             error: None,
             sessions: 1,
         }
@@ -278,7 +287,18 @@ mod tests {
             verified: true,
         });
         r.workaround = Some(Workaround::disabling(&settings, "GeluApproximation"));
+        r.layer = Some(LayerFinding::Layer {
+            layer_index: 2,
+            module: "act1".into(),
+            onnx_node: "/act1/Mul_1".into(),
+            max_abs: 2.5e-4,
+            rel_to_range: 1.2e-4,
+        });
         let line = r.line();
+        assert!(
+            line.contains("the first paired layer it changes is #2 act1 (/act1/Mul_1)"),
+            "{line}"
+        );
         assert!(
             line.contains("ONNX Runtime's GeluApproximation (extended level) changes output `y`"),
             "{line}"

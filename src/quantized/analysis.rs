@@ -221,14 +221,26 @@ impl QuantizedReport {
                     .iter()
                     .map(|n| format!("\"{n}\""))
                     .collect();
-                line.push_str(&format!(
-                    "; quantize_static(..., nodes_to_exclude=[{}]) should bring the output to \
-                     about {} dB (chosen from the isolated errors, with the nodes whose outputs \
-                     they read)",
-                    quoted.join(", "),
-                    fmt_db(estimate)
-                ));
-                line.push_str(&self.verification());
+                if self.format == Format::Qdq {
+                    line.push_str(&format!(
+                        "; quantize_static(..., nodes_to_exclude=[{}]) should bring the output \
+                         to about {} dB (chosen from the isolated errors, with the nodes whose \
+                         outputs they read)",
+                        quoted.join(", "),
+                        fmt_db(estimate)
+                    ));
+                    line.push_str(&self.verification());
+                } else {
+                    // An integer op replaces its float node under another name, and only a
+                    // QDQ graph can be re-run with nodes left in float.
+                    line.push_str(&format!(
+                        "; leaving the float nodes that [{}] replaced unquantised should bring \
+                         the output to about {} dB (an estimate from the isolated errors, not \
+                         run; nodes_to_exclude takes the float model's node names)",
+                        quoted.join(", "),
+                        fmt_db(estimate)
+                    ));
+                }
             }
             _ => {}
         }

@@ -4,9 +4,11 @@
 //! - QDQ (`quantize_static`, QuantFormat.QDQ): QuantizeLinear/DequantizeLinear pairs around
 //!   float ops; a paired value is often a DequantizeLinear output, whose node to exclude is
 //!   the float op that produced what it quantised (DQ <- Q <- op).
-//! - QOperator: integer ops (QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, ...).
+//! - QOperator: integer ops (QLinearConv, QLinearMatMul, com.microsoft's QLinearAdd, QGemm,
+//!   ..., ConvInteger, MatMulInteger): the ops `onnx::dequantize` knows the output scale of.
 //! - dynamic (`quantize_dynamic`): DynamicQuantizeLinear feeding integer MatMul/Conv.
 
+use crate::onnx::dequantize::declares_output_quantization;
 use crate::onnx::model::OnnxModel;
 use crate::onnx::proto::tensor_proto::DataType;
 use serde::Serialize;
@@ -43,31 +45,21 @@ pub struct Quantization {
     pub exclude_name: HashMap<String, String>,
 }
 
-const QOPERATOR_OPS: [&str; 9] = [
-    "QLinearConv",
-    "QLinearMatMul",
-    "QLinearAdd",
-    "QLinearMul",
-    "QLinearAveragePool",
-    "QLinearGlobalAveragePool",
-    "QLinearConcat",
-    "ConvInteger",
-    "MatMulInteger",
-];
+/// Integer ops whose output is not declared quantised: accumulators scaled afterwards.
+const INTEGER_OPS: [&str; 2] = ["ConvInteger", "MatMulInteger"];
+
+fn is_qoperator(op_type: &str) -> bool {
+    declares_output_quantization(op_type) && op_type != "DynamicQuantizeLinear"
+        || INTEGER_OPS.contains(&op_type)
+}
 
 /// The model's quantisation, `None` for a float model.
 pub fn detect(model: &OnnxModel) -> Option<Quantization> {
     let graph = model.graph();
-    let count = |ops: &[&str]| {
-        graph
-            .node
-            .iter()
-            .filter(|n| ops.contains(&n.op_type()))
-            .count()
-    };
-    let dynamic = count(&["DynamicQuantizeLinear"]);
-    let qoperator = count(&QOPERATOR_OPS);
-    let qdq = count(&["QuantizeLinear", "DequantizeLinear"]);
+    let count = |is: &dyn Fn(&str) -> bool| graph.node.iter().filter(|n| is(n.op_type())).count();
+    let dynamic = count(&|op| op == "DynamicQuantizeLinear");
+    let qoperator = count(&is_qoperator);
+    let qdq = count(&|op| matches!(op, "QuantizeLinear" | "DequantizeLinear"));
     let (format, quantized_nodes) = if dynamic > 0 {
         (Format::Dynamic, dynamic + qoperator)
     } else if qoperator > 0 {

@@ -56,6 +56,19 @@ fn a_production_only_difference_names_the_pass_and_fails_the_check() {
         text.contains("ONNX Runtime's GeluApproximation (extended level) changes output `y`"),
         "{text}"
     );
+    // The approximation replaces the first GELU: the first paired layer it changes, measured
+    // with the paired layers exposed in sessions with and without the pass (ONNX Runtime in
+    // Python: 2.46e-4 max abs at /act1/Mul_1, nothing before it).
+    let layer = &p["layer"];
+    assert_eq!(layer["kind"], "layer", "{p}");
+    assert_eq!(layer["module"], "act1", "{p}");
+    assert_eq!(layer["onnx_node"], "/act1/Mul_1", "{p}");
+    let changed = layer["max_abs"].as_f64().unwrap();
+    assert!((1e-4..1e-3).contains(&changed), "{layer}");
+    assert!(
+        text.contains("the first paired layer it changes is #2 act1 (/act1/Mul_1)"),
+        "{text}"
+    );
 
     // The suggested line really is a workaround.
     let entry = flag.strip_prefix("--ort-config ").unwrap();
@@ -220,6 +233,20 @@ fn an_int8_layer_that_loses_too_much_is_named_with_an_exclude_list() {
         q["verified_output_sqnr_db"].as_f64().unwrap() > verified,
         "{q}"
     );
+    // The configuration file's key does the same.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("align-check.toml");
+    std::fs::write(
+        &config,
+        format!("[quantized]\nfloat_onnx = {:?}\n", float.to_str().unwrap()),
+    )
+    .unwrap();
+    let (_, report, _) = check_fixture(fixture, &["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        report["quantized"]["verified_with_float_weights"], true,
+        "{}",
+        report["quantized"]
+    );
 
     // The rule is the user's to set.
     let (code, report, _) = check_fixture(
@@ -235,25 +262,75 @@ fn an_int8_layer_that_loses_too_much_is_named_with_an_exclude_list() {
 }
 
 #[test]
-fn other_quantisation_formats_are_recognised() {
-    for (fixture, format) in [
-        ("quantized/cnn_qoperator", "qoperator"),
-        ("quantized/mlp_dynamic", "dynamic"),
+fn qoperator_and_dynamic_models_are_dequantised_and_judged_like_qdq() {
+    for (fixture, format, quantised_op) in [
+        ("quantized/cnn_qoperator", "qoperator", "QLinearConv"),
+        ("quantized/mlp_dynamic", "dynamic", "DynamicQuantizeLinear"),
     ] {
-        let (_, report, output) = check_fixture(fixture, &[]);
-        assert_eq!(
-            report["quantized"]["format"],
-            format,
-            "{fixture}: {}",
-            stdout_of_check(&output)
-        );
-        let sqnr = report["quantized"]["output_sqnr_db"].as_f64().unwrap();
+        let (code, report, output) = check_fixture(fixture, &[]);
+        let q = &report["quantized"];
+        // Before dequantising, the integer codes failed every quantised layer (exit 1).
+        assert_eq!(code, 0, "{fixture}: {}", stdout_of_check(&output));
+        assert_eq!(q["format"], format, "{fixture}");
+        let sqnr = q["output_sqnr_db"].as_f64().unwrap();
         let measured = expected(fixture)["output_sqnr_db"].as_f64().unwrap();
         assert!(
             (sqnr - measured).abs() < 0.1,
             "{fixture}: {sqnr} vs {measured}"
         );
+        assert!(common::coverage_ratio(&report) >= 0.95, "{fixture}");
+        // The integer ops' outputs are compared as floats, by SQNR, like a QDQ model's.
+        let layers = report["layers"].as_array().unwrap();
+        let quantised: Vec<&Value> = layers
+            .iter()
+            .filter(|l| l["onnx_op"] == quantised_op)
+            .collect();
+        assert!(quantised.len() >= 2, "{fixture}: {layers:?}");
+        for l in &quantised {
+            assert_eq!(l["onnx_dtype"], "float32", "{fixture}: {l}");
+            let db = l["snr_db"].as_f64().unwrap();
+            assert!((25.0..60.0).contains(&db), "{fixture}: {l}");
+            assert!(l["isolated"]["snr_db"].as_f64().unwrap() >= 33.0, "{l}");
+        }
+        // Every quantised layer is in the ranking, most error first.
+        let ranking = q["ranking"].as_array().unwrap();
+        let ranked_ops = ranking
+            .iter()
+            .filter(|r| quantised.iter().any(|l| l["onnx_node"] == r["onnx_node"]))
+            .count();
+        assert_eq!(ranked_ops, quantised.len(), "{fixture}: {q}");
+        let dbs: Vec<f64> = ranking
+            .iter()
+            .filter_map(|r| r["isolated_sqnr_db"].as_f64())
+            .collect();
+        assert!(dbs.windows(2).all(|w| w[0] <= w[1]), "{fixture}: {dbs:?}");
     }
+}
+
+#[test]
+fn a_qoperator_layer_that_loses_too_much_is_named_by_sqnr() {
+    // The outlier CNN quantised to QLinearConv: as its QDQ twin, one layer's input scale is
+    // set by the outlier channel, and the dequantised codes show where.
+    let fixture = "quantized/cnn_outlier_qoperator";
+    let (code, report, output) = check_fixture(fixture, &[]);
+    let q = &report["quantized"];
+    assert_eq!(code, 1, "{}", stdout_of_check(&output));
+    assert_eq!(q["format"], "qoperator");
+    let measured = expected(fixture)["output_sqnr_db"].as_f64().unwrap();
+    assert!(
+        (q["output_sqnr_db"].as_f64().unwrap() - measured).abs() < 0.1,
+        "{q}"
+    );
+    assert!(measured < 35.0);
+    assert!(common::coverage_ratio(&report) >= 0.95);
+    assert_eq!(
+        q["ranking"][0]["onnx_node"], "/features/features.2/features.2.0/Conv_quant",
+        "{q}"
+    );
+    assert_eq!(
+        report["first_divergence"]["module"], "features.2.2",
+        "{report}"
+    );
 }
 
 #[test]
