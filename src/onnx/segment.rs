@@ -67,6 +67,9 @@ pub fn cut(
     fetch: &[String],
     weights: Weights,
 ) -> Result<Segment> {
+    // The values to fetch and feed are those of the graph the capture ran, control flow
+    // made observable (a no-op when done before).
+    super::control_flow::make_observable(model);
     let Some(graph) = model.graph.as_mut() else {
         bail!("the ONNX model has no graph");
     };
