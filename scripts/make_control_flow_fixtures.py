@@ -21,6 +21,9 @@ there.
 - fault_loop_body: the same ONNX with the weight of one output channel of the Conv inside
   the Loop body scaled by 1.05. The expected culprit is read from the mutated graph: the
   module scope of the node that reads the changed initializer, in its first iteration.
+- dynamic_loop: the same archive exported with a dynamic batch: the trip count is now
+  computed from the input's shape (Shape, Gather, Add), so the Loop stays a Loop; checked
+  with `--shape input=1x3x16x16` (expected.json's `shape`).
 
 expected.json in each folder says what tests/it/control_flow.rs checks against. Random
 weights, seeded. Run with the pinned interpreter:
@@ -125,22 +128,42 @@ def plant_fault(model):
     return modules[0], readers[0].name
 
 
-def export(folder):
-    """Scripts and exports the network once into `folder`; returns the ONNX model and the
-    branch PyTorch takes on the seeded input (the data decides it)."""
-    torch.manual_seed(0)
-    model = LoopIfNet().eval()
-    example = (torch.randn(1, 3, 16, 16),)
-    scripted = torch.jit.script(model)
-    # Saved before the export: exporting a ScriptModule inlines its graph in place, and an
-    # archive saved afterwards has lost its module hierarchy.
-    scripted.save(os.path.join(folder, "model.pt"))
+EXAMPLE_SHAPE = (1, 3, 16, 16)
+
+
+def export_onnx(model_pt, folder, dynamic_batch):
+    """Exports the archive `model_pt` into `folder`/model.onnx; returns the ONNX model.
+
+    Exported from the loaded archive, not the scripted module: exporting a ScriptModule
+    inlines its graph in place (its module hierarchy is gone afterwards), and a module
+    scripted again from the same class shares that compiled graph."""
     onnx_path = os.path.join(folder, "model.onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ex.export_onnx(scripted, example, onnx_path, "legacy", ["input"], ["output"])
+        ex.export_onnx(torch.jit.load(model_pt), (torch.randn(*EXAMPLE_SHAPE),), onnx_path,
+                       "legacy", ["input"], ["output"], dynamic_batch=dynamic_batch)
     exported = onnx.load(onnx_path)
     check_control_flow(exported)
+    return exported
+
+
+def trip_count_is_constant(model):
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    producer = [n for n in model.graph.node if loop.input[0] in n.output]
+    return bool(producer) and producer[0].op_type == "Constant"
+
+
+def export(folder):
+    """Scripts the network into `folder`/model.pt and exports it with a static batch;
+    returns the ONNX model and the branch PyTorch takes on the seeded input (the data
+    decides it)."""
+    torch.manual_seed(0)
+    model = LoopIfNet().eval()
+    example = (torch.randn(*EXAMPLE_SHAPE),)
+    torch.jit.script(model).save(os.path.join(folder, "model.pt"))
+    exported = export_onnx(os.path.join(folder, "model.pt"), folder, dynamic_batch=False)
+    if not trip_count_is_constant(exported):
+        raise SystemExit("the static export's Loop has no constant trip count")
     with torch.no_grad():
         x = model.stem(example[0])
         for _ in range(2):
@@ -157,8 +180,6 @@ def write_expected(folder, expected):
 
 def main():
     out = fresh_folder(os.path.join(REPO, "tests", "fixtures"), "control_flow")
-    # One export for both pairs: a second export in the same process loses the legacy
-    # exporter's scope names (`/Conv_1` instead of `/block/conv/Conv`).
     clean = os.path.join(out, "scripted_loop_if")
     os.makedirs(clean)
     exported, branch = export(clean)
@@ -171,6 +192,13 @@ def main():
     expected["fault_module"], expected["fault_node"] = plant_fault(exported)
     onnx.save(exported, os.path.join(fault, "model.onnx"))
     write_expected(fault, expected)
+    dynamic = os.path.join(out, "dynamic_loop")
+    os.makedirs(dynamic)
+    shutil.copy(os.path.join(clean, "model.pt"), os.path.join(dynamic, "model.pt"))
+    if trip_count_is_constant(export_onnx(os.path.join(dynamic, "model.pt"), dynamic, True)):
+        raise SystemExit("the dynamic-batch export's Loop has a constant trip count")
+    write_expected(dynamic, {"fault_module": None, "fault_node": None, "loop_trips": 2,
+                             "branch_taken": branch, "shape": "input=1x3x16x16"})
     print(f"wrote {sorted(os.listdir(out))} to {out}: {expected}")
 
 
