@@ -474,13 +474,12 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
           collect_producers(node->input(i), ids, carried, producers, 0);
         }
       }
-      // A loop's result is its body's last result, an if's the result of the branch taken:
-      // those firings are its producers too (a branch not taken has not fired).
-      const size_t j = out->offset();
+      // A loop's result is its body's last result: that firing is its producer too. (An if's
+      // result is left computed from its condition only: an if on a flag that the exporter
+      // folds away would otherwise become a layer with no ONNX twin.)
       if (node->kind() == c10::prim::Loop) {
-        collect_producers(node->blocks()[0]->outputs()[j + 1], ids, carried, producers, 0);
-      } else if (node->kind() == c10::prim::If) {
-        for (auto* b : node->blocks()) collect_producers(b->outputs()[j], ids, carried, producers, 0);
+        const Value* last = node->blocks()[0]->outputs()[out->offset() + 1];
+        collect_producers(last, ids, carried, producers, 0);
       }
       write_value(meta, captured.empty(), out, node, producers, kind, type_paths);
       ids[out] = captured.size();
