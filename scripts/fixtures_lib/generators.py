@@ -49,6 +49,11 @@ GENERATORS = (
     Generator("make_signature_fixtures.py", "tests/fixtures/signature/: pairs whose two "
               "files come from different tools", "tests/fixtures/signature/manifest.json",
               size="0.7 MB", seconds=12),
+    Generator("make_control_flow_fixtures.py", "tests/fixtures/control_flow/: a scripted "
+              "model exported with an ONNX Loop (constant trip count) and If (on data), and a "
+              "fault inside the loop body; the same archive with a dynamic batch (the Loop stays)",
+              "tests/fixtures/control_flow/dynamic_loop/model.onnx", size="0.1 MB",
+              seconds=12),
     Generator("make_memory_fixture.py", "tests/fixtures/big_activations_legacy/: "
               "activations far larger than the weights (--max-memory)",
               "tests/fixtures/big_activations_legacy/model.onnx", size="0.1 MB", seconds=19),

@@ -93,6 +93,8 @@ impl OnnxRunner {
     ) -> Result<Self> {
         let specs = signature::inputs(&model)?;
         let output_names = signature::output_names(&model);
+        // Before the weights move out: a loop's trip count may be an initializer.
+        super::control_flow::make_observable(&mut model.proto);
         // The weights move into the instrumented copy instead of being cloned with it.
         let weights = take_initializers(&mut model.proto);
         let mut exposed = expose_all(&model.proto)

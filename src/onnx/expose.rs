@@ -5,9 +5,13 @@
 //! on hand-built graphs. Extra outputs are added as a `ValueInfoProto` carrying only the
 //! name: ONNX Runtime 1.31 infers their types, while half-filled types are rejected. The
 //! original outputs keep their positions, so the instrumented model answers the same
-//! questions as the original plus more. Values computed inside control-flow bodies (If, Loop,
-//! Scan subgraphs) cannot be outputs of the main graph; they are listed as uncapturable.
+//! questions as the original plus more. Control flow is first made observable
+//! (`control_flow`: static loops unrolled, an If on a constant inlined); values still computed
+//! inside control-flow bodies (If, Loop, Scan subgraphs) cannot be outputs of the main graph;
+//! they are listed as uncapturable, with the reason their node stays.
 
+use super::control_flow::{make_observable, Kept};
+pub(crate) use super::graph_edit::{collect_used_names, subgraphs};
 use super::proto;
 use super::scope::{has_scope_record, node_scope, node_source, node_stack};
 use crate::capture::{ScopeLevel, Uncapturable};
@@ -41,10 +45,10 @@ pub struct ExposedValue {
 /// The instrumented model and what it exposes.
 #[derive(Debug, Clone)]
 pub struct Exposed {
-    /// A copy of the model whose graph outputs are the original ones followed by every other
-    /// node output.
+    /// A copy of the model, its control flow made observable, whose graph outputs are the
+    /// original ones followed by every other node output.
     pub model: proto::ModelProto,
-    /// Every named node output of the main graph in execution (topological) order, the
+    /// Every named node output of that graph in execution (topological) order, the
     /// original graph outputs included.
     pub values: Vec<ExposedValue>,
     /// Values computed inside subgraphs, which cannot be exposed.
@@ -54,9 +58,12 @@ pub struct Exposed {
 /// Builds the instrumented copy of `model`. Errors when the model has no graph or its nodes
 /// form a cycle.
 pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
-    let Some(graph) = model.graph.as_ref() else {
+    if model.graph.is_none() {
         bail!("the ONNX model has no graph");
-    };
+    }
+    let mut exposed_model = model.clone();
+    let kept = make_observable(&mut exposed_model);
+    let graph = exposed_model.graph.as_ref().expect("checked above");
     let order = topological_order(graph)?;
 
     let mut values = Vec::new();
@@ -92,11 +99,10 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
             });
         }
         for (attr, sub) in subgraphs(node) {
-            list_subgraph_values(node, attr, sub, &mut uncapturable);
+            list_subgraph_values(node, attr, sub, &kept, &mut uncapturable);
         }
     }
 
-    let mut exposed_model = model.clone();
     let g = exposed_model.graph.as_mut().expect("checked above");
     let already: HashSet<String> = g.output.iter().map(|o| o.name().to_string()).collect();
     for v in &values {
@@ -197,34 +203,22 @@ pub fn topological_order(graph: &proto::GraphProto) -> Result<Vec<usize>> {
     Ok(order)
 }
 
-/// The subgraph attributes of a node (`then_branch`, `else_branch`, `body`, ...).
-pub(crate) fn subgraphs(
-    node: &proto::NodeProto,
-) -> impl Iterator<Item = (&str, &proto::GraphProto)> {
-    node.attribute.iter().flat_map(|a| {
-        a.g.iter()
-            .chain(a.graphs.iter())
-            .map(move |g| (a.name(), g))
-    })
-}
-
-/// Every input name used by nodes of `graph` and its nested subgraphs.
-pub(crate) fn collect_used_names<'a>(graph: &'a proto::GraphProto, names: &mut Vec<&'a str>) {
-    for node in &graph.node {
-        names.extend(node.input.iter().map(String::as_str));
-        for (_, sub) in subgraphs(node) {
-            collect_used_names(sub, names);
-        }
-    }
-}
-
 /// Lists the named node outputs inside `sub` (recursively) as uncapturable.
 fn list_subgraph_values(
     owner: &proto::NodeProto,
     attr: &str,
     sub: &proto::GraphProto,
+    kept: &Kept,
     out: &mut Vec<Uncapturable>,
 ) {
+    // The first clause names where the value is; `pairing` quotes it.
+    let why = kept
+        .get(owner.name())
+        .map(|w| match owner.op_type() {
+            "Loop" => format!(", and this Loop is not unrolled: {w}"),
+            _ => format!(", and this If is not inlined: {w}"),
+        })
+        .unwrap_or_default();
     for node in &sub.node {
         let module = node_scope(node)
             .last()
@@ -237,14 +231,14 @@ fn list_subgraph_values(
                 module: module.clone(),
                 reason: format!(
                     "computed inside the `{attr}` subgraph of {} node `{}`; values inside \
-                     control-flow bodies cannot be graph outputs",
+                     control-flow bodies cannot be graph outputs{why}",
                     op_name(owner),
                     owner.name()
                 ),
             });
         }
         for (inner_attr, inner) in subgraphs(node) {
-            list_subgraph_values(node, inner_attr, inner, out);
+            list_subgraph_values(node, inner_attr, inner, kept, out);
         }
     }
 }

@@ -14,6 +14,7 @@ mod decomposition;
 mod finish;
 mod fused_nodes;
 mod fusion;
+mod kept_control_flow;
 mod left_open;
 pub mod ops;
 mod passes;

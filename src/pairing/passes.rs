@@ -92,6 +92,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "fused_into_consumers",
         run: |p| p.account_fused_into_consumers(),
     },
+    // Values that flow only into an ONNX Loop or If kept as such: covered by its result.
+    Pass {
+        name: "kept_control_flow",
+        run: |p| p.account_kept_control_flow(),
+    },
 ];
 
 #[cfg(test)]

@@ -272,17 +272,50 @@ struct Plan {
   size_t n_graph_outputs = 0;
 };
 
+// A loop body's carried parameter holds the loop's initial value in the first iteration and
+// the body's own result of the iteration before in the others. Both are its producers (the
+// Rust side keeps, per firing, the latest firing of each, and a result not yet computed has
+// none), so that what the body computes is seen to come from the model's inputs, not taken
+// for a constant, and each iteration reads the one before.
+using Carried = std::unordered_map<const Value*, std::vector<const Value*>>;
+
+void collect_carried(torch::jit::Block* block, Carried& carried) {
+  for (Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::Loop) {
+      // Loop inputs: trip count, condition, carried values; body inputs: iteration, carried
+      // values; body outputs: condition, carried values.
+      torch::jit::Block* body = node->blocks()[0];
+      for (size_t k = 1; k < body->inputs().size(); ++k) {
+        std::vector<const Value*> sources;
+        if (k + 1 < node->inputs().size()) sources.push_back(node->input(k + 1));
+        if (k < body->outputs().size() && body->outputs()[k] != body->inputs()[k]) {
+          sources.push_back(body->outputs()[k]);
+        }
+        carried[body->inputs()[k]] = sources;
+      }
+    }
+    for (auto* b : node->blocks()) collect_carried(b, carried);
+  }
+}
+
 // Ids of captured tensors that `v` was computed from, looking through non-tensor glue such
-// as prim::ListConstruct (the list argument of aten::cat).
+// as prim::ListConstruct (the list argument of aten::cat) and loop-carried parameters.
 void collect_producers(const Value* v,
                        const std::unordered_map<const Value*, size_t>& ids,
-                       std::vector<size_t>& out, int depth) {
+                       const Carried& carried, std::vector<size_t>& out, int depth) {
   auto it = ids.find(v);
   if (it != ids.end()) {
-    out.push_back(it->second);
+    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
     return;
   }
   if (depth > 4) return;
+  auto alias = carried.find(v);
+  if (alias != carried.end()) {
+    for (const Value* source : alias->second) {
+      collect_producers(source, ids, carried, out, depth + 1);
+    }
+    return;
+  }
   const Node* n = v->node();
   if (n->kind() == c10::prim::Param || n->kind() == c10::prim::Constant) return;
   // Reading a tensor's dtype, device, rank or sizes is not a data dependency: an `arange`
@@ -291,7 +324,7 @@ void collect_producers(const Value* v,
       "prim::dtype", "prim::device", "prim::layout", "aten::dim", "aten::size", "aten::numel",
       "prim::shape", "aten::len"};
   if (metadata_reads.count(n->kind().toQualString()) != 0) return;
-  for (const Value* in : n->inputs()) collect_producers(in, ids, out, depth + 1);
+  for (const Value* in : n->inputs()) collect_producers(in, ids, carried, out, depth + 1);
 }
 
 // Qualified module path of each module type that exactly one module of the archive has.
@@ -418,22 +451,35 @@ void write_value(std::ostringstream& meta, bool first, const Value* out, Node* n
 // iteration (a loop) or only when its branch is taken (an if), and the Rust side records
 // each firing as its own value, in the order they happen.
 void collect_values(torch::jit::Block* block, const char* kind, const TypePaths& type_paths,
-                    std::unordered_map<const Value*, size_t>& ids,
+                    const Carried& carried, std::unordered_map<const Value*, size_t>& ids,
                     std::vector<Value*>& captured, std::ostringstream& meta) {
   for (Node* node : block->nodes()) {
     if (is_structural(node)) continue;
     if (node->kind() == c10::prim::Loop) {
-      for (auto* b : node->blocks()) collect_values(b, "loop", type_paths, ids, captured, meta);
+      for (auto* b : node->blocks()) {
+        collect_values(b, "loop", type_paths, carried, ids, captured, meta);
+      }
     } else if (node->kind() == c10::prim::If) {
       // An if inside a loop body still repeats per iteration: the loop kind wins.
       const char* inner = std::strcmp(kind, "loop") == 0 ? "loop" : "if";
-      for (auto* b : node->blocks()) collect_values(b, inner, type_paths, ids, captured, meta);
+      for (auto* b : node->blocks()) {
+        collect_values(b, inner, type_paths, carried, ids, captured, meta);
+      }
     }
     for (Value* out : node->outputs()) {
       if (!is_tensor(out)) continue;
       std::vector<size_t> producers;
       for (size_t i = 0; i < node->inputs().size(); ++i) {
-        if (!metadata_argument(node, i)) collect_producers(node->input(i), ids, producers, 0);
+        if (!metadata_argument(node, i)) {
+          collect_producers(node->input(i), ids, carried, producers, 0);
+        }
+      }
+      // A loop's result is its body's last result: that firing is its producer too. (An if's
+      // result is left computed from its condition only: an if on a flag that the exporter
+      // folds away would otherwise become a layer with no ONNX twin.)
+      if (node->kind() == c10::prim::Loop) {
+        const Value* last = node->blocks()[0]->outputs()[out->offset() + 1];
+        collect_producers(last, ids, carried, producers, 0);
       }
       write_value(meta, captured.empty(), out, node, producers, kind, type_paths);
       ids[out] = captured.size();
@@ -704,7 +750,16 @@ Plan* build_plan(const std::string& path) {
   collect_state_writes(graph->block(), state_writes);
   const TypePaths type_paths = unique_type_paths(plan->module);
   collect_state_reads(graph->block(), state_writes, type_paths, ids, captured, meta);
-  collect_values(graph->block(), "", type_paths, ids, captured, meta);
+  Carried carried;
+  collect_carried(graph->block(), carried);
+  // A dry pass numbers every value first, so that a carried parameter can name the body
+  // result it reads from the second iteration on, which the body computes after its reader.
+  {
+    std::vector<Value*> scratch = captured;
+    std::ostringstream ignored;
+    collect_values(graph->block(), "", type_paths, carried, ids, scratch, ignored);
+  }
+  collect_values(graph->block(), "", type_paths, carried, ids, captured, meta);
   const std::string hazards = hazard_lists(graph->block());
   meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
   meta << ",\"parameter_dtype\":";

@@ -16,6 +16,7 @@ mod junit_xml;
 mod bad_input;
 mod capture_fixtures;
 mod check_fixtures;
+mod control_flow;
 mod custom_ops;
 mod export_pair;
 mod first_contact;

@@ -1,0 +1,181 @@
+//! Scripted control flow exported as ONNX `Loop` and `If` (tests/fixtures/control_flow,
+//! scripts/make_control_flow_fixtures.py): the Loop's trip count is a constant 2, so the
+//! rewritten graph unrolls it and each iteration's values pair with the TorchScript side's
+//! `name@iterK` values; the If's condition comes from the data, so it stays, and what its
+//! branches compute is accounted for with that reason instead of counting against coverage.
+//! A weight changed inside the loop body is found at the body's module, first iteration. The
+//! same archive exported with a dynamic batch keeps its Loop (the trip count is computed from
+//! the input's shape): what the body computes is accounted for by the Loop's result.
+
+use crate::common::{binary, fixture};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn pair(name: &str) -> PathBuf {
+    fixture("control_flow").join(name)
+}
+
+fn expected(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(pair(name).join("expected.json")).unwrap())
+        .unwrap()
+}
+
+fn check(dir: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let status = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("-q")
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .status()
+        .unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (status.code().unwrap_or(-1), report)
+}
+
+fn layers_of<'a>(report: &'a Value, module: &str) -> Vec<&'a Value> {
+    report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["module"] == module)
+        .collect()
+}
+
+#[test]
+fn the_clean_scripted_pair_is_compared_inside_the_loop_and_passes() {
+    let (code, report) = check(&pair("scripted_loop_if"), &[]);
+    assert_eq!(code, 0, "{}", report["gate_failures"]);
+    let coverage = &report["coverage"];
+    let ratio = coverage["torch_ratio"].as_f64().unwrap();
+    assert!(ratio >= 0.95, "coverage {ratio}: {}", coverage["unpaired"]);
+    // Every iteration of the body is its own pair, each with the unrolled copy of its node.
+    let trips = expected("scripted_loop_if")["loop_trips"].as_u64().unwrap() as usize;
+    for module in ["block.conv", "block.act"] {
+        let layers = layers_of(&report, module);
+        assert_eq!(layers.len(), trips, "{module}: {layers:?}");
+        for (k, l) in layers.iter().enumerate() {
+            let node = l["onnx_node"].as_str().unwrap();
+            assert!(
+                node.ends_with(&format!("@iter{k}")),
+                "{module} call {k}: {node}"
+            );
+            assert!(
+                l["torch_value"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("@iter{k}")),
+                "{l}"
+            );
+            assert_eq!(l["pass"], true, "{l}");
+        }
+    }
+    // Nothing of the loop is left uncapturable; the If on data stays, and says why.
+    let uncapturable = coverage["uncapturable"].as_array().unwrap();
+    assert!(
+        uncapturable
+            .iter()
+            .all(|u| !u["reason"].as_str().unwrap().contains("Loop")),
+        "{uncapturable:?}"
+    );
+    let taken = expected("scripted_loop_if")["branch_taken"].clone();
+    let branch_value = uncapturable
+        .iter()
+        .find(|u| u["module"] == taken && u["op"] == "Conv")
+        .unwrap_or_else(|| panic!("no uncapturable {taken} Conv: {uncapturable:?}"));
+    assert!(
+        branch_value["reason"]
+            .as_str()
+            .unwrap()
+            .contains("If is not inlined: its condition is computed from the data"),
+        "{branch_value}"
+    );
+    // TorchScript's value of the branch that ran is accounted for, not missing.
+    let unpaired = coverage["unpaired"].as_array().unwrap();
+    let torch_branch = unpaired
+        .iter()
+        .find(|u| u["side"] == "torch" && u["module"] == taken)
+        .unwrap();
+    assert_eq!(torch_branch["accounted"], true, "{torch_branch}");
+}
+
+#[test]
+fn a_weight_changed_inside_the_loop_body_is_found_there_in_the_first_iteration() {
+    let want = expected("fault_loop_body");
+    let (code, report) = check(&pair("fault_loop_body"), &[]);
+    assert_eq!(code, 1);
+    let first = &report["first_divergence"];
+    assert_eq!(first["module"], want["fault_module"], "{first}");
+    let node = format!("{}@iter0", want["fault_node"].as_str().unwrap());
+    let culprit = layers_of(&report, want["fault_module"].as_str().unwrap())[0];
+    assert_eq!(culprit["onnx_node"], node.as_str(), "{culprit}");
+    assert_eq!(culprit["pass"], false);
+    assert_eq!(culprit["origin"], "introduced", "{culprit}");
+    // The changed weight is read by every iteration: each copy introduces the error on its
+    // own (fed PyTorch's values), so each is an origin, in iteration order, and none other.
+    let origins: Vec<&str> = report["divergence_origins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            assert_eq!(o["module"], want["fault_module"], "{o}");
+            o["onnx_node"].as_str().unwrap()
+        })
+        .collect();
+    let trips = want["loop_trips"].as_u64().unwrap();
+    let nodes: Vec<String> = (0..trips)
+        .map(|k| format!("{}@iter{k}", want["fault_node"].as_str().unwrap()))
+        .collect();
+    assert_eq!(origins, nodes);
+    // The stem before the loop is untouched.
+    assert_eq!(layers_of(&report, "stem")[0]["pass"], true);
+}
+
+#[test]
+fn a_loop_whose_trip_count_is_computed_stays_and_does_not_cost_coverage() {
+    let want = expected("dynamic_loop");
+    let shape = want["shape"].as_str().unwrap();
+    let (code, report) = check(&pair("dynamic_loop"), &["--shape", shape]);
+    assert_eq!(code, 0, "{}", report["gate_failures"]);
+    let coverage = &report["coverage"];
+    let ratio = coverage["torch_ratio"].as_f64().unwrap();
+    assert!(ratio >= 0.95, "coverage {ratio}: {}", coverage["unpaired"]);
+    // The Loop itself is compared; nothing inside it is.
+    assert_eq!(
+        layers_of(&report, "")
+            .iter()
+            .filter(|l| l["onnx_op"] == "Loop")
+            .count(),
+        1
+    );
+    assert!(layers_of(&report, "block.conv").is_empty());
+    let uncapturable = coverage["uncapturable"].as_array().unwrap();
+    let body_conv = uncapturable
+        .iter()
+        .find(|u| u["module"] == "block.conv")
+        .unwrap_or_else(|| panic!("{uncapturable:?}"));
+    assert!(
+        body_conv["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Loop is not unrolled: its trip count is computed at run time"),
+        "{body_conv}"
+    );
+    // Every TorchScript value of every iteration is accounted for, each with a reason that
+    // names the Loop, not missing.
+    let trips = want["loop_trips"].as_u64().unwrap() as usize;
+    let in_loop: Vec<&Value> = coverage["unpaired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["side"] == "torch" && u["name"].as_str().unwrap().contains("@iter"))
+        .collect();
+    assert!(in_loop.len() >= 2 * trips, "{in_loop:?}");
+    for u in &in_loop {
+        assert_eq!(u["accounted"], true, "{u}");
+        assert!(u["reason"].as_str().unwrap().contains("/Loop"), "{u}");
+    }
+}
