@@ -154,11 +154,9 @@ impl MemoryPlan {
                 show_bytes(needed + needed / 10)
             );
         }
-        // A third of what is left beyond that for the fetched group: the rest is slack for
-        // the runtime's working set while it computes the values it does not return, and
-        // for allocator pages not yet returned (with half, a run under a 450 MB budget
-        // peaked at 456 MB when the machine was busy).
-        let group = ((budget - needed) / 3).max(largest_value);
+        // Half of what is left beyond that for the fetched group: the other half is slack
+        // for the runtime's working set while it computes the values it does not return.
+        let group = ((budget - needed) / 2).max(largest_value);
         Ok(MemoryPlan {
             budget: Some(budget),
             group_bytes: Some(group),
@@ -226,7 +224,7 @@ mod tests {
         assert!(e.contains("already peaks at 500 MB"), "{e}");
         let plan = MemoryPlan::bounded(1 << 30, 300 << 20, 400 << 20, 16 << 20).unwrap();
         let needed = (300 << 20) + 4 * (16 << 20) + SESSION_OVERHEAD;
-        assert_eq!(plan.group_bytes, Some(((1 << 30) - needed) / 3));
+        assert_eq!(plan.group_bytes, Some(((1 << 30) - needed) / 2));
         assert!(!plan.compare_in_parallel());
     }
 }
