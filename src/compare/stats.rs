@@ -4,9 +4,9 @@
 //! values each runtime produced (fp16 stays fp16 until widened here), in one pass over the
 //! data, in parallel over fixed chunks for large tensors so that the result does not depend on
 //! the number of threads. Within a chunk, blocks of finite elements compute everything whose
-//! result does not depend on order (maxima, counts, the histogram) lane by lane, where the
-//! compiler vectorises it, and add the sums one element after the other as a plain loop would:
-//! the numbers are the same bit for bit, several times faster. A mismatch is a value (`ErrorStats::mismatches`), never an error;
+//! result does not depend on order (maxima, counts) lane by lane, where the compiler
+//! vectorises it, find each error's histogram bin from its exponent bits, and add the sums one
+//! element after the other as a plain loop would: the numbers are the same bit for bit. A mismatch is a value (`ErrorStats::mismatches`), never an error;
 //! the only error is a pair that cannot be compared at all (`ShapeMismatch`).
 
 use half::{bf16, f16};
@@ -114,6 +114,43 @@ fn bin_of(e: f64) -> usize {
         above += step * (PADDED[above + step - 1] <= e) as usize;
     }
     (e != 0.0) as usize + above
+}
+
+/// For every exponent field of an f64: the bin of the smallest value with that exponent,
+/// and the decade edge between it and twice it, where there is one (a factor of 2 holds at
+/// most one power of 10; +inf where none, NaN for infinities, which never reach it). Built
+/// from `bin_of` itself, so that `bin_by_exponent` gives its answer with one table read.
+static BINADE_BINS: [(u8, f64); 2048] = {
+    let mut table = [(0u8, f64::INFINITY); 2048];
+    // Exponent 0: zero (bin 0, see `bin_by_exponent`) and subnormals, all below 1e-12.
+    table[0] = (1, f64::INFINITY);
+    let mut exponent = 1;
+    while exponent < 2047 {
+        let start = f64::from_bits((exponent as u64) << 52);
+        let mut low = 1u8;
+        let mut edge = f64::INFINITY;
+        let mut k = 0;
+        while k < DECADE_EDGES.len() {
+            if DECADE_EDGES[k] <= start {
+                low += 1;
+            } else if DECADE_EDGES[k] < start * 2.0 {
+                edge = DECADE_EDGES[k];
+            }
+            k += 1;
+        }
+        table[exponent] = (low, edge);
+        exponent += 1;
+    }
+    table[2047] = (N_BINS as u8 - 1, f64::NAN);
+    table
+};
+
+/// `bin_of` for an error `e >= 0` (not NaN), from its exponent bits: the same bin, without
+/// a search.
+#[inline(always)]
+fn bin_by_exponent(e: f64) -> usize {
+    let (low, edge) = BINADE_BINS[(e.to_bits() >> 52) as usize & 0x7ff];
+    low as usize + (e >= edge) as usize - (e == 0.0) as usize
 }
 
 /// Error statistics of one tensor pair (reference = TorchScript, test = ONNX Runtime).
@@ -284,12 +321,10 @@ struct Accumulator {
     nonfinite_mismatch: usize,
     /// The histogram of the elements scanned one at a time.
     bins: [u64; N_BINS],
-    /// The histogram of the elements scanned in blocks, as counts of errors at or above
-    /// each decade edge (and of exact zeros among `block_pairs`), which lanes add up
-    /// without storing to a bin per element; `histogram` turns them into bins.
-    block_at_least: [u64; DECADE_EDGES.len()],
-    block_zeros: u64,
-    block_pairs: u64,
+    /// The histogram of the elements scanned in blocks, in four copies taken in turn, so
+    /// that errors falling in the same bin one after the other do not wait for each other's
+    /// increment; `histogram` adds them up.
+    block_bins: [[u64; N_BINS]; 4],
 }
 
 /// Elements per block of the vectorised scan.
@@ -315,22 +350,18 @@ impl Accumulator {
             inf_test: 0,
             nonfinite_mismatch: 0,
             bins: [0; N_BINS],
-            block_at_least: [0; DECADE_EDGES.len()],
-            block_zeros: 0,
-            block_pairs: 0,
+            block_bins: [[0; N_BINS]; 4],
         }
     }
 
     /// Every element's bin, whichever way it was scanned.
     fn histogram(&self) -> [u64; N_BINS] {
         let mut bins = self.bins;
-        let ge = &self.block_at_least;
-        bins[0] += self.block_zeros;
-        bins[1] += self.block_pairs - self.block_zeros - ge[0];
-        for k in 0..ge.len() - 1 {
-            bins[k + 2] += ge[k] - ge[k + 1];
+        for copy in &self.block_bins {
+            for (bin, count) in bins.iter_mut().zip(copy) {
+                *bin += count;
+            }
         }
-        bins[N_BINS - 1] += ge[ge.len() - 1];
         bins
     }
 
@@ -358,11 +389,11 @@ impl Accumulator {
         for (a, b) in self.bins.iter_mut().zip(later.bins.iter()) {
             *a += b;
         }
-        for (a, b) in self.block_at_least.iter_mut().zip(&later.block_at_least) {
-            *a += b;
+        for (mine, theirs) in self.block_bins.iter_mut().zip(&later.block_bins) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
         }
-        self.block_zeros += later.block_zeros;
-        self.block_pairs += later.block_pairs;
         self
     }
 
@@ -432,17 +463,13 @@ impl Accumulator {
         // Counts are exact in any order.
         let mut within = 0;
         let mut beyond_atol = false;
-        let mut zeros = 0;
         for (&e, &r_abs) in e.iter().zip(&r_abs) {
             within += (e <= bound.at(r_abs)) as usize;
             beyond_atol |= e > bound.atol_scaled;
-            zeros += (e == 0.0) as u64;
         }
         self.mismatches += BLOCK - within;
-        self.block_zeros += zeros;
-        self.block_pairs += BLOCK as u64;
-        for (count, &edge) in self.block_at_least.iter_mut().zip(&DECADE_EDGES) {
-            *count += e.iter().map(|&x| (x >= edge) as u64).sum::<u64>();
+        for (k, &e) in e.iter().enumerate() {
+            self.block_bins[k % 4][bin_by_exponent(e)] += 1;
         }
         // `e / |r|` is worth dividing only where it may beat the running maximum: `e` at least
         // `max_rel * |r|`, lowered by far more than that product's rounding (2^-50 against
@@ -1251,6 +1278,28 @@ mod tests {
     }
 
     #[test]
+    fn the_exponent_table_bins_as_the_search_does() {
+        let mut values = vec![0.0, 5e-324, f64::MIN_POSITIVE, f64::MAX, f64::INFINITY];
+        for &edge in &DECADE_EDGES {
+            values.extend([
+                edge,
+                edge.next_up(),
+                edge.next_down(),
+                edge * 1.5,
+                edge * 0.7,
+            ]);
+        }
+        for exponent in -1074..=1023 {
+            let p = 2f64.powi(exponent);
+            values.extend([p, p.next_up(), p.next_down(), p * 1.3]);
+        }
+        values.extend(noise(100_000, 5).iter().map(|v| 10f64.powf(v * 20.0 - 2.0)));
+        for v in values.into_iter().filter(|v| *v >= 0.0) {
+            assert_eq!(bin_by_exponent(v), bin_of(v), "{v:e}");
+        }
+    }
+
+    #[test]
     fn blocks_give_the_element_by_element_result_bit_for_bit() {
         // Not a multiple of the block; errors that grow along the tensor (the largest
         // relative error keeps moving, block after block), a subnormal reference, a tie for
@@ -1281,7 +1330,7 @@ mod tests {
             single.one(a, b, 3 + i, bound);
         }
         assert_eq!(bits(&blocked), bits(&single));
-        assert!(blocked.block_pairs > 0 && blocked.mismatches > 0);
+        assert!(blocked.block_bins.iter().flatten().sum::<u64>() > 0 && blocked.mismatches > 0);
         assert_eq!(
             blocked.max_abs_at,
             3 + 600,
