@@ -29,11 +29,15 @@ inlined graph's top-level nodes, as align-check's shim selects them; ONNX: every
 to estimate what align-check must hold: activations of both sides + both model files.
 
 This machine is shared: the 1-minute load average and each child's CPU time / wall time are
-recorded with every measurement and reported.
+recorded with every measurement and reported. Each model's (b)/(a) has its own target
+(TARGET_FLOOR_RATIOS); the statistics' rate is the bytes of both sides of every compared pair
+(from the JSON report's shapes and dtypes) over `timing.statistics_s`. `--before RAW.json`
+(the .json an earlier run wrote beside its --out) adds that run's time split next to this
+one's. vit_l_16 (1.2 GB of weights per file) is opt-in: `--models ...,vit_l_16`.
 
 Usage (from the repository root; scripts/bench.sh bootstraps and builds first):
     .venv/bin/python scripts/bench.py [--models resnet50,vit_b_16,fpn_r18] [--runs 3]
-        [--threads N] [--skip-verify] [--out reports/bench.md]
+        [--threads N] [--skip-verify] [--out reports/bench.md] [--before OLD.json]
 """
 
 import argparse
@@ -52,7 +56,10 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 RESULT_TAG = "BENCH_RESULT "
 
-TARGET_FLOOR_RATIO = 2.0     # (b)/(a) at most
+TARGET_FLOOR_RATIO = 2.0     # (b)/(a) at most, for a model without its own target below
+# Issue "Within 1.3x of two forward passes": per-model targets for (b)/(a).
+TARGET_FLOOR_RATIOS = {"resnet50": 1.3, "fpn_r18": 1.5, "vit_b_16": 1.0, "vit_l_16": 1.0}
+TARGET_STATS_GBPS = 5.0      # compared bytes / timing.statistics_s at least
 TARGET_VERIFY_RATIO = 50.0   # (c)/(b) at least
 TARGET_RSS_RATIO = 1.3       # align-check peak RSS / (activations + model files) at most
 TARGET_ISOLATE_RATIO = 1.5   # (d)/(b) at most
@@ -252,6 +259,21 @@ def measure(cmd, timeout=None, log_dir=None, label="run"):
     }
 
 
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
+               "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1}
+
+
+def compared_bytes(report):
+    """Bytes the statistics read: both sides of every compared layer and output."""
+    total = 0
+    for c in report.get("layers", []) + report.get("outputs", []):
+        numel = 1
+        for d in c.get("shape", []):
+            numel *= d
+        total += numel * (DTYPE_BYTES.get(c.get("dtype"), 4) + DTYPE_BYTES.get(c.get("onnx_dtype"), 4))
+    return total
+
+
 def child_cmd(kind, folder, threads):
     return [sys.executable, str(Path(__file__).resolve()), "_child", kind, str(folder),
             str(threads)]
@@ -266,16 +288,25 @@ def fmt(v, spec=".2f", none="–"):
     return none if v is None else format(v, spec)
 
 
+def build_in_child(name, args, log=None):
+    """Builds (or finds cached) `name`'s files in a child process: a model built in this
+    process would inflate every later child's peak RSS (a forked child's ru_maxrss counts
+    the parent's pages until it execs). The dynamo export is left out when (c) is."""
+    cmd = [sys.executable, str(SCRIPTS / "bench_models.py"), "--models", name]
+    if args.skip_verify:
+        cmd.append("--no-dynamo")
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    if log is not None and built.stderr.strip():
+        log(built.stderr.strip())
+    if built.returncode != 0:
+        raise RuntimeError(f"{name}: building the model failed: {built.stderr[-800:]}")
+
+
 def bench_model(name, args, log):
     sys.path.insert(0, str(SCRIPTS))
     import bench_models
 
-    # Built in a child: a model built in this process would inflate every later child's
-    # peak RSS (a forked child's ru_maxrss counts the parent's pages until it execs).
-    built = subprocess.run([sys.executable, str(SCRIPTS / "bench_models.py"), "--models", name],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        raise RuntimeError(f"{name}: building the model failed: {built.stderr[-800:]}")
+    build_in_child(name, args)
     folder = bench_models.cache_root() / name
     manifest = json.loads((folder / "manifest.json").read_text())
     logs = Path(args.work) / name
@@ -314,6 +345,7 @@ def bench_model(name, args, log):
                          ("torch_layers_total", "torch_layers_paired", "onnx_nodes_total",
                           "onnx_nodes_paired", "torch_ratio")}
         m["layers"] = len(report.get("layers", []))
+        m["compared_bytes"] = compared_bytes(report)
         if keep:
             res["isolate" if isolate else "align_check"].append(m)
         log(f"  {label:<11} {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
@@ -370,6 +402,10 @@ def summarise(res, overhead):
     for key in ("load_s", "torch_run_s", "onnx_run_s", "pairing_s", "statistics_s", "total_s"):
         ac_timing[key] = median([m["timing"].get(key) for m in ac])
     ac_timing["outside_total_s"] = median([m["wall_s"] - m["timing"].get("total_s", 0) for m in ac])
+    ac_timing["compared_mb"] = median([m.get("compared_bytes", 0) / 2**20 for m in ac])
+    ac_timing["stats_gbps"] = median([m["compared_bytes"] / 1e9 / m["timing"]["statistics_s"]
+                                      for m in ac if m.get("compared_bytes")
+                                      and m["timing"].get("statistics_s")])
     row = {
         "model": res["name"],
         "floor_s": floor_parts["floor_s"],
@@ -387,6 +423,7 @@ def summarise(res, overhead):
         "cpu_util_ac": median([m["cpu_s"] / m["wall_s"] for m in ac]),
     }
     row["ratio_floor"] = row["ac_s"] / row["floor_s"] if row["floor_s"] else None
+    row["target_floor"] = TARGET_FLOOR_RATIOS.get(res["name"], TARGET_FLOOR_RATIO)
     iso = res.get("isolate") or []
     row["iso_s"] = median([m["wall_s"] for m in iso]) if iso else None
     row["iso_rss"] = median([m["rss_mb"] for m in iso]) if iso else None
@@ -430,7 +467,28 @@ def mark(value, target, at_most):
     return f"{value:.2f} {'✓' if ok else '✗'}"
 
 
-def render(rows, args, overhead, started, finished, load_start, load_end):
+def render_before(rows, before):
+    """The time split of an earlier run (`--before RAW.json`) next to this one's."""
+    earlier = {r["model"]: r for r in before["rows"]}
+    L = ["", f"### Before and after (before: {before.get('label', 'earlier run')})", "",
+         "| model | align-check s | (b)/(a) | load | torch run | onnx run | pairing | "
+         "statistics | timing.total | process − total | peak RSS MB |",
+         "|---|" + "---|" * 10]
+    keys = ("load_s", "torch_run_s", "onnx_run_s", "pairing_s", "statistics_s", "total_s",
+            "outside_total_s")
+    for r in rows:
+        b = earlier.get(r["model"])
+        if b is None:
+            continue
+        cells = [f"{fmt(b['ac_s'])} → {fmt(r['ac_s'])}",
+                 f"{fmt(b['ratio_floor'])} → {fmt(r['ratio_floor'])}"]
+        cells += [f"{fmt(b['ac_timing'].get(k))} → {fmt(r['ac_timing'].get(k))}" for k in keys]
+        cells.append(f"{fmt(b['ac_rss'], '.0f')} → {fmt(r['ac_rss'], '.0f')}")
+        L.append(f"| {r['model']} | " + " | ".join(cells) + " |")
+    return L
+
+
+def render(rows, args, overhead, started, finished, load_start, load_end, before=None):
     L = []
     L.append("# align-check benchmark")
     L.append("")
@@ -440,7 +498,7 @@ def render(rows, args, overhead, started, finished, load_start, load_end):
              f"one run for (c). Load average (1 min) {load_start:.2f} at start, "
              f"{load_end:.2f} at end.")
     L.append("")
-    L.append("| model | floor s (a) | align-check s (b) | (b)/(a) ≤ 2 | verify s (c) | (c)/(b) ≥ 50 "
+    L.append("| model | floor s (a) | align-check s (b) | (b)/(a) ≤ target | verify s (c) | (c)/(b) ≥ 50 "
              "| peak RSS MB floor / align-check / verify | activations+weights MB | "
              "RSS/est ≤ 1.3 |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -453,7 +511,8 @@ def render(rows, args, overhead, started, finished, load_start, load_end):
             ratio_v = "> " + ratio_v
         L.append(
             f"| {r['model']} | {fmt(r['floor_s'])} | {fmt(r['ac_s'])} | "
-            f"{mark(r['ratio_floor'], TARGET_FLOOR_RATIO, True)} | {verify} | {ratio_v} | "
+            f"{mark(r['ratio_floor'], r['target_floor'], True)} ≤ {r['target_floor']} | "
+            f"{verify} | {ratio_v} | "
             f"{fmt(r['floor_rss'], '.0f')} / {fmt(r['ac_rss'], '.0f')} / "
             f"{fmt(r['verify_rss'], '.0f')} | {fmt(r['estimate_mb'], '.0f')} | "
             f"{mark(r['rss_ratio'], TARGET_RSS_RATIO, True)} |")
@@ -483,8 +542,9 @@ def render(rows, args, overhead, started, finished, load_start, load_end):
     L.append("")
     L.append("| model | floor: torch load | torch fwd | onnx edit | ORT session | ORT run "
              "(all outputs) | python imports | align-check: load | torch run | onnx run | "
-             "pairing | statistics | timing.total | process − total |")
-    L.append("|---|" + "---:|" * 13)
+             "pairing | statistics | timing.total | process − total | statistics GB/s "
+             f"≥ {TARGET_STATS_GBPS:g} (MB compared) |")
+    L.append("|---|" + "---:|" * 14)
     for r in rows:
         f, t = r["floor_parts"], r["ac_timing"]
         L.append(
@@ -492,7 +552,17 @@ def render(rows, args, overhead, started, finished, load_start, load_end):
             f"{fmt(f['onnx_edit_s'])} | {fmt(f['ort_session_s'])} | {fmt(f['ort_run_s'])} | "
             f"{fmt(f['import_s'])} | {fmt(t['load_s'])} | {fmt(t['torch_run_s'])} | "
             f"{fmt(t['onnx_run_s'])} | {fmt(t['pairing_s'])} | {fmt(t['statistics_s'])} | "
-            f"{fmt(t['total_s'])} | {fmt(t['outside_total_s'])} |")
+            f"{fmt(t['total_s'])} | {fmt(t['outside_total_s'])} | "
+            f"{mark(t.get('stats_gbps'), TARGET_STATS_GBPS, False)} "
+            f"({fmt(t.get('compared_mb'), '.0f')}) |")
+    L.append("")
+    L.append("align-check's stages can overlap (the ONNX side loads on its own thread while the "
+             "TorchScript side loads and runs): each is timed where it runs, so they may add up "
+             "to more than timing.total. Statistics GB/s: bytes of both sides of every compared "
+             "pair over timing.statistics_s (which also holds judging and the reports' "
+             "element detail).")
+    if before is not None:
+        L.extend(render_before(rows, before))
     L.append("")
     L.append("## Sizes, coverage, machine load")
     L.append("")
@@ -548,6 +618,11 @@ def main(argv=None) -> int:
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "align-check")
     ap.add_argument("--out", type=Path, default=Path("reports/bench.md"),
                     help="markdown table (raw results go beside it as .json)")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="raw results (.json beside an earlier --out) whose time split is "
+                         "shown next to this run's")
+    ap.add_argument("--before-label", default=None,
+                    help="what the --before run was (default: its date)")
     ap.add_argument("--work", default=None,
                     help="folder for align-check's JSON reports and children's stderr "
                          "(default: a temporary folder)")
@@ -573,7 +648,7 @@ def main(argv=None) -> int:
     started = time.time()
     load_start = os.getloadavg()[0]
     for n in names:  # exports first, so that no timing shares the machine with an export
-        bench_models.build(n, log=log)
+        build_in_child(n, args, log)
     overhead = measure([str(args.binary), "--version"])
     overhead = measure([str(args.binary), "--version"])  # second: warm page cache
     raw, rows = [], []
@@ -582,12 +657,19 @@ def main(argv=None) -> int:
         raw.append(res)
         rows.append(summarise(res, overhead))
     finished = time.time()
-    text = render(rows, args, overhead, started, finished, load_start, os.getloadavg()[0])
+    before = None
+    if args.before is not None:
+        before = json.loads(args.before.read_text())
+        before["label"] = args.before_label or before.get("started", str(args.before))
+    text = render(rows, args, overhead, started, finished, load_start, os.getloadavg()[0],
+                  before)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n")
     raw_path = args.out.with_suffix(".json")
     raw_path.write_text(json.dumps({"rows": rows, "raw": raw, "overhead": overhead,
+                                    "started": time.strftime("%Y-%m-%d %H:%M",
+                                                             time.localtime(started)),
                                     "args": {k: str(v) for k, v in vars(args).items()}},
                                    indent=1, default=str))
     log(f"wrote {args.out} and {raw_path}")

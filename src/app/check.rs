@@ -5,6 +5,7 @@
 //! never an error: errors are reserved for "could not do the job" (exit 2).
 
 use crate::app::isolation;
+use crate::app::onnx_loading::{self, LoadedOnnx, OnnxSettings};
 use crate::app::progress::Progress;
 use crate::app::runner::Runner;
 use crate::app::runtimes::environment;
@@ -67,43 +68,129 @@ pub struct Models {
     pub quantization: Option<crate::quantized::detect::Quantization>,
 }
 
-pub fn load_models(cfg: &CheckConfig, timing: &mut Timing) -> Result<Models> {
+/// A check ready to capture: both models loaded, the input samples resolved, and, when the
+/// ONNX side loaded on its own thread, the first sample's TorchScript side captured
+/// meanwhile.
+pub struct Started {
+    pub models: Models,
+    pub mapping: Mapping,
+    pub samples: Vec<Sample>,
+    pub first_torch: Option<TorchSide>,
+}
+
+/// One sample's TorchScript capture, made before the memory plan, and where its tensors went.
+pub struct TorchSide {
+    capture: Capture,
+    keep: Keep,
+}
+
+/// Loads both models and resolves the input samples. Where the machine has room for it the
+/// ONNX side loads on a thread of its own while libtorch loads the TorchScript model and
+/// captures the first sample (`onnx_loading`); otherwise, and always under `--max-memory`,
+/// the ONNX side loads first and then the TorchScript side, which peaks lower.
+pub fn start(cfg: &CheckConfig, progress: &Progress, timing: &mut Timing) -> Result<Started> {
     memory::prepare(cfg.runtime.max_memory);
     crate::app::runtimes::init(&cfg.runtime, true)?;
     onnx::runtime::set_capture_level(cfg.capture_level);
-    let t0 = Instant::now();
-    let onnx_model = onnx::model::load(&cfg.onnx_path)?;
-    let specs = onnx::signature::inputs(&onnx_model)?;
-    let quantization = crate::quantized::detect::detect(&onnx_model);
-    // Refused before ONNX Runtime builds a session, which is the slow part of loading.
-    let onnx_training = crate::app::training_mode::judge(
-        [None, onnx::training::training_mode(&onnx_model)],
-        cfg.allow_training_mode,
-    )?;
-    // The instrumented session is built once and takes over the ONNX weights. It comes
-    // before the TorchScript module so that the protobuf's transient copies of the weights
-    // are gone before libtorch's copy arrives: loading peaks lower.
-    let onnx = OnnxRunner::from_model(
-        onnx_model,
-        cfg.runtime.threads,
-        cfg.runtime.ort_custom_ops.as_deref(),
-        cfg.runtime.max_memory.is_some(),
-    )?;
-    memory::release_freed();
+    let settings = OnnxSettings {
+        path: cfg.onnx_path.clone(),
+        threads: cfg.runtime.threads,
+        custom_ops: cfg.runtime.ort_custom_ops.clone(),
+        allow_training_mode: cfg.allow_training_mode,
+        per_group: cfg.runtime.max_memory.is_some(),
+    };
+    if !onnx_loading::in_parallel(cfg) {
+        // The instrumented session is built first and takes over the ONNX weights, so that
+        // the protobuf's transient copies of the weights are gone before libtorch's copy
+        // arrives: loading peaks lower.
+        let onnx = onnx_loading::load(&settings, |_| {})?;
+        let t = Instant::now();
+        let torch = load_torch(cfg)?;
+        timing.load_s += onnx.seconds + t.elapsed().as_secs_f64();
+        let models = models(cfg, torch, onnx)?;
+        let (mapping, samples) = resolve(cfg, &models.torch, &models.specs)?;
+        return Ok(Started {
+            models,
+            mapping,
+            samples,
+            first_torch: None,
+        });
+    }
+    let mut loading = onnx_loading::spawn(settings);
+    let t = Instant::now();
+    let torch = match load_torch(cfg) {
+        Ok(torch) => torch,
+        Err(e) => return Err(loading.first_error(e)),
+    };
+    timing.load_s += t.elapsed().as_secs_f64();
+    let specs = loading.specs()?;
+    // Errors on this side wait for the ONNX side's: a sequential load reports those first.
+    let early = resolve(cfg, &torch.0, &specs).and_then(|(mapping, samples)| {
+        // Spilled as it would be without a budget; should the plan choose one, the ONNX side
+        // joins this file (`MemoryPlan::onnx_keep_after`).
+        let keep = Keep::spill(false)?;
+        let mut torch = torch;
+        let capture = match samples.first() {
+            Some(sample) => Some(capture_side(
+                &mut torch.0,
+                sample,
+                &keep,
+                None,
+                progress,
+                timing,
+            )?),
+            None => None,
+        };
+        let first = capture.map(|capture| TorchSide { capture, keep });
+        Ok((torch, mapping, samples, first))
+    });
+    let (torch, mapping, samples, first_torch) = match early {
+        Ok(early) => early,
+        Err(e) => return Err(loading.first_error(e)),
+    };
+    let onnx = loading.finish()?;
+    timing.load_s += onnx.seconds;
+    Ok(Started {
+        models: models(cfg, torch, onnx)?,
+        mapping,
+        samples,
+        first_torch,
+    })
+}
+
+/// The TorchScript model, its training mode judged.
+fn load_torch(cfg: &CheckConfig) -> Result<(TorchModel, Vec<String>)> {
     let torch = TorchModel::load(&cfg.torch_path)?;
-    let mut training_mode =
+    let training_mode =
         crate::app::training_mode::judge([torch.training_mode(), None], cfg.allow_training_mode)?;
-    training_mode.extend(onnx_training);
-    timing.load_s += t0.elapsed().as_secs_f64();
-    let (onnx, memory) = crate::app::memory_plan::plan(cfg, onnx)?;
+    Ok((torch, training_mode))
+}
+
+/// Both loaded models with the memory plan made against what loading left resident.
+fn models(
+    cfg: &CheckConfig,
+    (torch, mut training_mode): (TorchModel, Vec<String>),
+    onnx: LoadedOnnx,
+) -> Result<Models> {
+    training_mode.extend(onnx.training_mode);
+    let (onnx_runner, memory) = crate::app::memory_plan::plan(cfg, onnx.runner)?;
     Ok(Models {
         torch,
-        onnx,
-        specs,
+        onnx: onnx_runner,
+        specs: onnx.specs,
         memory,
         training_mode,
-        quantization,
+        quantization: onnx.quantization,
     })
+}
+
+/// The input samples, and how the two signatures map onto each other.
+fn resolve(
+    cfg: &CheckConfig,
+    torch: &TorchModel,
+    specs: &[InputSpec],
+) -> Result<(Mapping, Vec<Sample>)> {
+    torch_args::resolve_samples(torch.inputs(), &torch.element_reads(), specs, &cfg.inputs)
 }
 
 /// One sample's inputs and what each runtime computed from them.
@@ -118,40 +205,69 @@ pub struct Captured {
     pub spilled_bytes: u64,
 }
 
+/// One runtime's capture of one sample, timed.
+fn capture_side(
+    runner: &mut dyn Runner,
+    sample: &Sample,
+    keep: &Keep,
+    group_bytes: Option<u64>,
+    progress: &Progress,
+    timing: &mut Timing,
+) -> Result<Capture> {
+    let started = Instant::now();
+    progress.stage(&format!(
+        "{}: running {}",
+        sample.label,
+        runner.side().runtime()
+    ));
+    let capture = runner.capture(sample, keep, group_bytes)?;
+    let seconds = started.elapsed().as_secs_f64();
+    match runner.side() {
+        Side::Torch => timing.torch_run_s += seconds,
+        Side::Onnx => {
+            timing.onnx_run_s += seconds;
+            timing.onnx_runs += runner.runs_last_capture();
+        }
+    }
+    Ok(capture)
+}
+
+/// Captures `sample` on both sides; `torch`, when given, is its TorchScript side already
+/// captured (while the ONNX side loaded).
 pub fn capture_sample(
     models: &mut Models,
     (sample, mapping): (Sample, &Mapping),
+    torch: Option<TorchSide>,
     progress: &Progress,
     timing: &mut Timing,
 ) -> Result<Captured> {
-    let (keep_torch, keep_onnx) = models.memory.keeps_for_sample()?;
     let group_bytes = models.memory.group_bytes;
-    let runners: [(&mut dyn Runner, &Keep); 2] = [
-        (&mut models.torch, &keep_torch),
-        (&mut models.onnx, &keep_onnx),
-    ];
-    let mut captures = Vec::with_capacity(2);
-    for (runner, keep) in runners {
-        let started = Instant::now();
-        progress.stage(&format!(
-            "{}: running {}",
-            sample.label,
-            runner.side().runtime()
-        ));
-        captures.push(runner.capture(&sample, keep, group_bytes)?);
-        let seconds = started.elapsed().as_secs_f64();
-        match runner.side() {
-            Side::Torch => timing.torch_run_s += seconds,
-            Side::Onnx => {
-                timing.onnx_run_s += seconds;
-                timing.onnx_runs += runner.runs_last_capture();
-            }
+    let (mut torch, keep_torch, keep_onnx) = match torch {
+        Some(TorchSide { capture, keep }) => {
+            let keep_onnx = models.memory.onnx_keep_after(&keep)?;
+            (capture, keep, keep_onnx)
         }
-    }
-    let (onnx, torch) = (captures.pop(), captures.pop());
-    let (Some(mut torch), Some(mut onnx)) = (torch, onnx) else {
-        unreachable!("one capture per runner")
+        None => {
+            let (keep_torch, keep_onnx) = models.memory.keeps_for_sample()?;
+            let capture = capture_side(
+                &mut models.torch,
+                &sample,
+                &keep_torch,
+                group_bytes,
+                progress,
+                timing,
+            )?;
+            (capture, keep_torch, keep_onnx)
+        }
     };
+    let mut onnx = capture_side(
+        &mut models.onnx,
+        &sample,
+        &keep_onnx,
+        group_bytes,
+        progress,
+        timing,
+    )?;
     // The graph inputs and outputs that correspond, one to one, as pairing expects them.
     boundary::align_inputs(
         &mut torch,
@@ -334,7 +450,12 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     };
     let mut acc = Accumulator::default();
     progress.stage("loading models");
-    let mut models = load_models(cfg, &mut acc.timing)?;
+    let Started {
+        mut models,
+        mapping,
+        samples,
+        mut first_torch,
+    } = start(cfg, progress, &mut acc.timing)?;
     // A quantised model is judged by SQNR from here on, every layer in isolation.
     let quantization = models.quantization.take();
     let cfg = match &quantization {
@@ -344,14 +465,14 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
         }
         None => cfg,
     };
-    let (mapping, samples) = torch_args::resolve_samples(
-        models.torch.inputs(),
-        &models.torch.element_reads(),
-        &models.specs,
-        &cfg.inputs,
-    )?;
     for sample in samples {
-        let captured = capture_sample(&mut models, (sample, &mapping), progress, &mut acc.timing)?;
+        let captured = capture_sample(
+            &mut models,
+            (sample, &mapping),
+            first_torch.take(),
+            progress,
+            &mut acc.timing,
+        )?;
         acc.add(cfg, captured, models.memory.compare_in_parallel())?;
     }
     progress.stage("comparing layers");

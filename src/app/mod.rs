@@ -4,7 +4,8 @@
 //! the isolation run that says where a failing layer's error is made (`isolation`), the
 //! bundle that reproduces one layer without align-check (`repro`), and
 //! what they share: the two runtimes behind the one runner shape (`runner`, `runners`), runtime
-//! setup (`runtimes`), progress on stderr (`progress`), and what is said about the files
+//! setup (`runtimes`), the ONNX side's loading, on a thread of its own where there is room
+//! (`onnx_loading`), progress on stderr (`progress`), and what is said about the files
 //! before any comparison (`training_mode`, `model_identity`, and for a pair, `signatures`).
 
 pub mod check;
@@ -12,6 +13,7 @@ pub mod inspect;
 pub mod isolation;
 pub mod memory_plan;
 pub mod model_identity;
+pub mod onnx_loading;
 pub mod production;
 pub mod progress;
 pub mod quantized;

@@ -176,6 +176,24 @@ impl MemoryPlan {
         Ok((torch, onnx))
     }
 
+    /// The ONNX side's keeper for a sample whose TorchScript side was captured before this
+    /// plan was made, into `torch` (a spill that is only an optimisation): without a budget
+    /// memory, as `keeps_for_sample` says; under one that same file, strictly, so that both
+    /// sides share it as they would have.
+    pub fn onnx_keep_after(&self, torch: &Keep) -> Result<Keep> {
+        if !self.strict {
+            return Ok(Keep::Memory);
+        }
+        match torch {
+            Keep::Spill { file, .. } => Ok(Keep::Spill {
+                file: file.clone(),
+                strict: true,
+            }),
+            // The temporary folder could not take a file then; it must now.
+            Keep::Memory => Keep::spill(true),
+        }
+    }
+
     /// Pairs are compared one at a time under a budget (each brings two tensors back from
     /// disk), in parallel otherwise.
     pub fn compare_in_parallel(&self) -> bool {

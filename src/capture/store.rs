@@ -10,7 +10,6 @@
 
 use crate::capture::tensor::{DType, HostTensor, TensorData};
 use anyhow::{Context, Result};
-use half::{bf16, f16};
 use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -79,18 +78,51 @@ impl std::fmt::Debug for SpillRef {
 }
 
 impl SpillRef {
-    /// Reads the tensor back into memory.
+    /// Reads the tensor back into memory: straight into the typed buffer, since every
+    /// tensor of a check is read back at least once and a second copy would cost as much
+    /// as the read.
     pub fn load(&self) -> Result<HostTensor> {
         let numel: usize = self.shape.iter().product();
-        let mut raw = vec![0u8; numel * self.dtype.size_bytes()];
-        self.file
-            .file
-            .read_exact_at(&mut raw, self.offset)
-            .context("cannot read back from the spill file")?;
-        Ok(HostTensor::new(
-            self.shape.clone(),
-            from_bytes(self.dtype, &raw),
-        ))
+        let read = |bytes: &mut [u8]| {
+            self.file
+                .file
+                .read_exact_at(bytes, self.offset)
+                .context("cannot read back from the spill file")
+        };
+        fn typed<T: Copy + Default>(
+            numel: usize,
+            read: impl FnOnce(&mut [u8]) -> Result<()>,
+        ) -> Result<Vec<T>> {
+            let mut v = vec![T::default(); numel];
+            // SAFETY: T is a plain numeric type without padding for which every bit pattern
+            // is a valid value (f16/bf16 are u16 inside); the slice covers exactly `v`.
+            let bytes = unsafe {
+                std::slice::from_raw_parts_mut(
+                    v.as_mut_ptr().cast::<u8>(),
+                    std::mem::size_of_val(v.as_slice()),
+                )
+            };
+            read(bytes)?;
+            Ok(v)
+        }
+        let data = match self.dtype {
+            DType::F16 => TensorData::F16(typed(numel, read)?),
+            DType::Bf16 => TensorData::Bf16(typed(numel, read)?),
+            DType::F32 => TensorData::F32(typed(numel, read)?),
+            DType::F64 => TensorData::F64(typed(numel, read)?),
+            DType::I8 => TensorData::I8(typed(numel, read)?),
+            DType::I16 => TensorData::I16(typed(numel, read)?),
+            DType::I32 => TensorData::I32(typed(numel, read)?),
+            DType::I64 => TensorData::I64(typed(numel, read)?),
+            DType::U8 => TensorData::U8(typed(numel, read)?),
+            // Written as 0/1 bytes; not every byte is a valid bool.
+            DType::Bool => {
+                let mut raw = vec![0u8; numel];
+                read(&mut raw)?;
+                TensorData::Bool(raw.iter().map(|&b| b != 0).collect())
+            }
+        };
+        Ok(HostTensor::new(self.shape.clone(), data))
     }
 }
 
@@ -181,32 +213,10 @@ fn as_bytes(data: &TensorData) -> Cow<'_, [u8]> {
     }
 }
 
-fn from_bytes(dtype: DType, raw: &[u8]) -> TensorData {
-    fn typed<T: Copy + Default, const N: usize>(
-        raw: &[u8],
-        decode: impl Fn([u8; N]) -> T,
-    ) -> Vec<T> {
-        raw.chunks_exact(N)
-            .map(|c| decode(c.try_into().expect("chunk of N bytes")))
-            .collect()
-    }
-    match dtype {
-        DType::F16 => TensorData::F16(typed(raw, |b| f16::from_bits(u16::from_ne_bytes(b)))),
-        DType::Bf16 => TensorData::Bf16(typed(raw, |b| bf16::from_bits(u16::from_ne_bytes(b)))),
-        DType::F32 => TensorData::F32(typed(raw, f32::from_ne_bytes)),
-        DType::F64 => TensorData::F64(typed(raw, f64::from_ne_bytes)),
-        DType::I8 => TensorData::I8(typed(raw, i8::from_ne_bytes)),
-        DType::I16 => TensorData::I16(typed(raw, i16::from_ne_bytes)),
-        DType::I32 => TensorData::I32(typed(raw, i32::from_ne_bytes)),
-        DType::I64 => TensorData::I64(typed(raw, i64::from_ne_bytes)),
-        DType::U8 => TensorData::U8(raw.to_vec()),
-        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
 
     #[test]
     fn spilled_tensors_read_back_identical() {

@@ -3,7 +3,10 @@
 //! tolerance, and how non-finite values line up. Everything is computed in f64 from the exact
 //! values each runtime produced (fp16 stays fp16 until widened here), in one pass over the
 //! data, in parallel over fixed chunks for large tensors so that the result does not depend on
-//! the number of threads. A mismatch is a value (`ErrorStats::mismatches`), never an error;
+//! the number of threads. Within a chunk, blocks of finite elements compute everything whose
+//! result does not depend on order (maxima, counts) lane by lane, where the compiler
+//! vectorises it, find each error's histogram bin from its exponent bits, and add the sums one
+//! element after the other as a plain loop would: the numbers are the same bit for bit. A mismatch is a value (`ErrorStats::mismatches`), never an error;
 //! the only error is a pair that cannot be compared at all (`ShapeMismatch`).
 
 use half::{bf16, f16};
@@ -111,6 +114,43 @@ fn bin_of(e: f64) -> usize {
         above += step * (PADDED[above + step - 1] <= e) as usize;
     }
     (e != 0.0) as usize + above
+}
+
+/// For every exponent field of an f64: the bin of the smallest value with that exponent,
+/// and the decade edge between it and twice it, where there is one (a factor of 2 holds at
+/// most one power of 10; +inf where none, NaN for infinities, which never reach it). Built
+/// from `bin_of` itself, so that `bin_by_exponent` gives its answer with one table read.
+static BINADE_BINS: [(u8, f64); 2048] = {
+    let mut table = [(0u8, f64::INFINITY); 2048];
+    // Exponent 0: zero (bin 0, see `bin_by_exponent`) and subnormals, all below 1e-12.
+    table[0] = (1, f64::INFINITY);
+    let mut exponent = 1;
+    while exponent < 2047 {
+        let start = f64::from_bits((exponent as u64) << 52);
+        let mut low = 1u8;
+        let mut edge = f64::INFINITY;
+        let mut k = 0;
+        while k < DECADE_EDGES.len() {
+            if DECADE_EDGES[k] <= start {
+                low += 1;
+            } else if DECADE_EDGES[k] < start * 2.0 {
+                edge = DECADE_EDGES[k];
+            }
+            k += 1;
+        }
+        table[exponent] = (low, edge);
+        exponent += 1;
+    }
+    table[2047] = (N_BINS as u8 - 1, f64::NAN);
+    table
+};
+
+/// `bin_of` for an error `e >= 0` (not NaN), from its exponent bits: the same bin, without
+/// a search.
+#[inline(always)]
+fn bin_by_exponent(e: f64) -> usize {
+    let (low, edge) = BINADE_BINS[(e.to_bits() >> 52) as usize & 0x7ff];
+    low as usize + (e >= edge) as usize - (e == 0.0) as usize
 }
 
 /// Error statistics of one tensor pair (reference = TorchScript, test = ONNX Runtime).
@@ -279,8 +319,16 @@ struct Accumulator {
     inf_ref: usize,
     inf_test: usize,
     nonfinite_mismatch: usize,
+    /// The histogram of the elements scanned one at a time.
     bins: [u64; N_BINS],
+    /// The histogram of the elements scanned in blocks, in four copies taken in turn, so
+    /// that errors falling in the same bin one after the other do not wait for each other's
+    /// increment; `histogram` adds them up.
+    block_bins: [[u64; N_BINS]; 4],
 }
+
+/// Elements per block of the vectorised scan.
+const BLOCK: usize = 16;
 
 impl Accumulator {
     fn new() -> Self {
@@ -302,7 +350,19 @@ impl Accumulator {
             inf_test: 0,
             nonfinite_mismatch: 0,
             bins: [0; N_BINS],
+            block_bins: [[0; N_BINS]; 4],
         }
+    }
+
+    /// Every element's bin, whichever way it was scanned.
+    fn histogram(&self) -> [u64; N_BINS] {
+        let mut bins = self.bins;
+        for copy in &self.block_bins {
+            for (bin, count) in bins.iter_mut().zip(copy) {
+                *bin += count;
+            }
+        }
+        bins
     }
 
     /// Folds in the chunk that comes right after `self`'s. On a tie for `max_abs` the earlier
@@ -329,10 +389,17 @@ impl Accumulator {
         for (a, b) in self.bins.iter_mut().zip(later.bins.iter()) {
             *a += b;
         }
+        for (mine, theirs) in self.block_bins.iter_mut().zip(&later.block_bins) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
         self
     }
 
     /// One pass over a chunk. `offset` is the flat index of the chunk's first element.
+    /// Whole blocks of finite pairs go through `block`, everything else (a block with a NaN
+    /// or an infinity, the tail) through `one`, in element order.
     fn scan<R: Widen, T: Widen>(
         reference: &[R],
         test: &[T],
@@ -340,73 +407,193 @@ impl Accumulator {
         bound: ElementBound,
     ) -> Self {
         let mut acc = Accumulator::new();
-        for (i, (&r, &t)) in reference.iter().zip(test.iter()).enumerate() {
-            let r = r.widen();
-            let t = t.widen();
-            if r.is_finite() && t.is_finite() {
-                let err = t - r;
-                let e = err.abs();
-                acc.finite_pairs += 1;
-                acc.sum_abs += e;
-                acc.sum_err_sq += err * err;
-                acc.sum_ref_sq += r * r;
-                acc.sum_test_sq += t * t;
-                acc.sum_dot += r * t;
-                if e > acc.max_abs {
-                    acc.max_abs = e;
-                    acc.max_abs_at = offset + i;
-                }
-                let r_abs = r.abs();
-                if r_abs > f64::MIN_POSITIVE {
-                    // A compare-and-branch, rarely taken, instead of `f64::max`: keeps the
-                    // running maximum off the loop's critical dependency chain.
-                    let rel = e / r_abs;
-                    if rel > acc.max_rel {
-                        acc.max_rel = rel;
-                    }
-                }
-                if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound.at(r_abs)) {
-                    acc.mismatches += 1;
-                }
-                // Rarely taken on a passing pair: only elements the absolute part does not
-                // cover say what relative part they would need.
-                if e > bound.atol_scaled {
-                    let need = if r_abs > f64::MIN_POSITIVE {
-                        (e - bound.atol_scaled) / r_abs
-                    } else {
-                        f64::INFINITY
-                    };
-                    if need > acc.required_rtol {
-                        acc.required_rtol = need;
-                    }
-                }
-                acc.bins[bin_of(e)] += 1;
+        let mut references = reference.chunks_exact(BLOCK);
+        let mut tests = test.chunks_exact(BLOCK);
+        let mut at = offset;
+        for (rc, tc) in (&mut references).zip(&mut tests) {
+            let mut r = [0.0; BLOCK];
+            let mut t = [0.0; BLOCK];
+            for ((r, t), (&rv, &tv)) in r.iter_mut().zip(t.iter_mut()).zip(rc.iter().zip(tc)) {
+                *r = rv.widen();
+                *t = tv.widen();
+            }
+            let finite = r
+                .iter()
+                .zip(&t)
+                .fold(true, |all, (r, t)| all & r.is_finite() & t.is_finite());
+            if finite {
+                acc.block(&r, &t, at, bound);
             } else {
-                acc.nan_ref += r.is_nan() as usize;
-                acc.nan_test += t.is_nan() as usize;
-                acc.inf_ref += r.is_infinite() as usize;
-                acc.inf_test += t.is_infinite() as usize;
-                // Both NaN, or the same infinity, is agreement; anything else here differs in
-                // finiteness (a finite value never equals an infinity).
-                let agree = (r.is_nan() && t.is_nan()) || r == t;
-                if !agree {
-                    acc.mismatches += 1;
-                    acc.nonfinite_mismatch += 1;
+                for (i, (&r, &t)) in r.iter().zip(&t).enumerate() {
+                    acc.one(r, t, at + i, bound);
                 }
             }
+            at += BLOCK;
+        }
+        let tail = references.remainder().iter().zip(tests.remainder());
+        for (i, (&r, &t)) in tail.enumerate() {
+            acc.one(r.widen(), t.widen(), at + i, bound);
         }
         acc
     }
+
+    /// One block of finite pairs; `at` is the flat index of its first element. The same
+    /// result as `one` on each element in turn.
+    #[inline(always)]
+    fn block(&mut self, r: &[f64; BLOCK], t: &[f64; BLOCK], at: usize, bound: ElementBound) {
+        let err: [f64; BLOCK] = std::array::from_fn(|i| t[i] - r[i]);
+        let e = err.map(f64::abs);
+        let r_abs = r.map(f64::abs);
+        // The sums in element order, each product rounded as `one` rounds it.
+        for (((&e, &err), &r), &t) in e.iter().zip(&err).zip(r).zip(t) {
+            self.sum_abs += e;
+            self.sum_err_sq += err * err;
+            self.sum_ref_sq += r * r;
+            self.sum_test_sq += t * t;
+            self.sum_dot += r * t;
+        }
+        self.finite_pairs += BLOCK;
+        // Largest error, first occurrence: the block's maximum (exact in any order), then
+        // where it first is.
+        let top = lane_max(&e);
+        if top > self.max_abs {
+            self.max_abs = top;
+            self.max_abs_at = at + e.iter().position(|&x| x == top).unwrap_or(0);
+        }
+        // Counts are exact in any order.
+        let mut within = 0;
+        let mut beyond_atol = false;
+        for (&e, &r_abs) in e.iter().zip(&r_abs) {
+            within += (e <= bound.at(r_abs)) as usize;
+            beyond_atol |= e > bound.atol_scaled;
+        }
+        self.mismatches += BLOCK - within;
+        for (k, &e) in e.iter().enumerate() {
+            self.block_bins[k % 4][bin_by_exponent(e)] += 1;
+        }
+        // `e / |r|` is worth dividing only where it may beat the running maximum: `e` at least
+        // `max_rel * |r|`, lowered by far more than that product's rounding (2^-50 against
+        // 2^-53), so that no element whose quotient is larger is skipped. Once the maximum
+        // has settled, blocks need no division at all.
+        let floor = self.max_rel;
+        let mut may_beat = false;
+        for (&e, &r_abs) in e.iter().zip(&r_abs) {
+            let candidate = e >= floor * r_abs * (1.0 - 4.0 * f64::EPSILON);
+            may_beat |= candidate & (r_abs > f64::MIN_POSITIVE);
+        }
+        if may_beat {
+            for (&e, &r_abs) in e.iter().zip(&r_abs) {
+                if r_abs > f64::MIN_POSITIVE {
+                    let rel = e / r_abs;
+                    if rel > self.max_rel {
+                        self.max_rel = rel;
+                    }
+                }
+            }
+        }
+        // Rare on a passing pair, as in `one`.
+        if beyond_atol {
+            for (&e, &r_abs) in e.iter().zip(&r_abs) {
+                self.required_rtol_of(e, r_abs, bound);
+            }
+        }
+    }
+
+    /// What relative tolerance an element beyond the absolute part would need.
+    #[inline(always)]
+    fn required_rtol_of(&mut self, e: f64, r_abs: f64, bound: ElementBound) {
+        if e > bound.atol_scaled {
+            let need = if r_abs > f64::MIN_POSITIVE {
+                (e - bound.atol_scaled) / r_abs
+            } else {
+                f64::INFINITY
+            };
+            if need > self.required_rtol {
+                self.required_rtol = need;
+            }
+        }
+    }
+
+    /// One element pair, at flat index `at`.
+    #[inline(always)]
+    fn one(&mut self, r: f64, t: f64, at: usize, bound: ElementBound) {
+        let acc = self;
+        if r.is_finite() && t.is_finite() {
+            let err = t - r;
+            let e = err.abs();
+            acc.finite_pairs += 1;
+            acc.sum_abs += e;
+            acc.sum_err_sq += err * err;
+            acc.sum_ref_sq += r * r;
+            acc.sum_test_sq += t * t;
+            acc.sum_dot += r * t;
+            if e > acc.max_abs {
+                acc.max_abs = e;
+                acc.max_abs_at = at;
+            }
+            let r_abs = r.abs();
+            if r_abs > f64::MIN_POSITIVE {
+                let rel = e / r_abs;
+                if rel > acc.max_rel {
+                    acc.max_rel = rel;
+                }
+            }
+            if !approx::AbsDiffEq::abs_diff_eq(&t, &r, bound.at(r_abs)) {
+                acc.mismatches += 1;
+            }
+            acc.required_rtol_of(e, r_abs, bound);
+            acc.bins[bin_of(e)] += 1;
+        } else {
+            acc.nan_ref += r.is_nan() as usize;
+            acc.nan_test += t.is_nan() as usize;
+            acc.inf_ref += r.is_infinite() as usize;
+            acc.inf_test += t.is_infinite() as usize;
+            // Both NaN, or the same infinity, is agreement; anything else here differs in
+            // finiteness (a finite value never equals an infinity).
+            let agree = (r.is_nan() && t.is_nan()) || r == t;
+            if !agree {
+                acc.mismatches += 1;
+                acc.nonfinite_mismatch += 1;
+            }
+        }
+    }
+}
+
+/// The largest of a block's values (all non-negative, none NaN), by halving: elementwise
+/// steps the compiler vectorises, exact in any order.
+#[inline(always)]
+fn lane_max(v: &[f64; BLOCK]) -> f64 {
+    let mut m = *v;
+    let mut width = BLOCK / 2;
+    while width > 0 {
+        let (low, high) = m.split_at_mut(width);
+        for (a, &b) in low.iter_mut().zip(&high[..width]) {
+            *a = if b > *a { b } else { *a };
+        }
+        width /= 2;
+    }
+    m[0]
 }
 
 /// Largest finite `|r|`, a first read of the reference alone (the element bound needs it).
 fn finite_max_abs<R: Widen>(reference: &[R]) -> f64 {
+    // Lane by lane, so that the compiler vectorises it; a max is exact in any order.
     let scan = |chunk: &[R]| {
-        chunk
+        let mut lanes = [0.0_f64; BLOCK];
+        let mut blocks = chunk.chunks_exact(BLOCK);
+        for block in &mut blocks {
+            for (m, &r) in lanes.iter_mut().zip(block) {
+                let a = r.widen().abs();
+                *m = if a > *m && a.is_finite() { a } else { *m };
+            }
+        }
+        let tail = blocks
+            .remainder()
             .iter()
             .map(|&r| r.widen().abs())
             .filter(|a| a.is_finite())
-            .fold(0.0_f64, f64::max)
+            .fold(0.0_f64, f64::max);
+        lane_max(&lanes).max(tail)
     };
     if reference.len() <= CHUNK {
         scan(reference)
@@ -546,7 +733,7 @@ pub fn compare(
         required_rtol: acc.required_rtol,
         pass: acc.mismatches == 0,
         histogram: Histogram {
-            bins: acc.bins.to_vec(),
+            bins: acc.histogram().to_vec(),
         },
     })
 }
@@ -1064,6 +1251,100 @@ mod tests {
         ] {
             assert!((a - b).abs() <= 1e-9 * b.abs(), "{name}: {a} vs {b}");
         }
+    }
+
+    /// Every number an accumulator holds, f64s as bits, the histogram as bins.
+    fn bits(a: &Accumulator) -> Vec<u64> {
+        let mut v = vec![
+            a.finite_pairs as u64,
+            a.max_abs.to_bits(),
+            a.max_abs_at as u64,
+            a.sum_abs.to_bits(),
+            a.sum_err_sq.to_bits(),
+            a.sum_ref_sq.to_bits(),
+            a.sum_test_sq.to_bits(),
+            a.sum_dot.to_bits(),
+            a.max_rel.to_bits(),
+            a.required_rtol.to_bits(),
+            a.mismatches as u64,
+            a.nan_ref as u64,
+            a.nan_test as u64,
+            a.inf_ref as u64,
+            a.inf_test as u64,
+            a.nonfinite_mismatch as u64,
+        ];
+        v.extend(a.histogram());
+        v
+    }
+
+    #[test]
+    fn the_exponent_table_bins_as_the_search_does() {
+        let mut values = vec![0.0, 5e-324, f64::MIN_POSITIVE, f64::MAX, f64::INFINITY];
+        for &edge in &DECADE_EDGES {
+            values.extend([
+                edge,
+                edge.next_up(),
+                edge.next_down(),
+                edge * 1.5,
+                edge * 0.7,
+            ]);
+        }
+        for exponent in -1074..=1023 {
+            let p = 2f64.powi(exponent);
+            values.extend([p, p.next_up(), p.next_down(), p * 1.3]);
+        }
+        values.extend(noise(100_000, 5).iter().map(|v| 10f64.powf(v * 20.0 - 2.0)));
+        for v in values.into_iter().filter(|v| *v >= 0.0) {
+            assert_eq!(bin_by_exponent(v), bin_of(v), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn blocks_give_the_element_by_element_result_bit_for_bit() {
+        // Not a multiple of the block; errors that grow along the tensor (the largest
+        // relative error keeps moving, block after block), a subnormal reference, a tie for
+        // the largest error inside one block, errors exactly 0 and exactly on a decade edge,
+        // failing elements, NaN and infinities in some blocks, an overflowing difference.
+        let n = BLOCK * 40 + 7;
+        let base = noise(n, 7);
+        let jitter = noise(n, 11);
+        let mut r: Vec<f64> = base.iter().map(|v| v * 8.0).collect();
+        let mut t: Vec<f64> = r
+            .iter()
+            .zip(&jitter)
+            .enumerate()
+            .map(|(i, (&v, &j))| v + j * 1e-6 * (1.0 + i as f64 / 10.0))
+            .collect();
+        r[33] = 1e-310;
+        (r[100], t[100], r[103], t[103]) = (1.0, 1.5e3, -2.0, 1.5e3 - 3.0);
+        (r[200], t[200]) = (0.0, 1e-3);
+        t[300] = r[300];
+        t[410] = f64::NAN;
+        (r[500], t[500]) = (f64::INFINITY, f64::INFINITY);
+        (r[600], t[600]) = (1e308, -1e308);
+        r[n - 2] = f64::NEG_INFINITY;
+        let bound = tol(1e-5, 1e-4).bound_for(8.0);
+        let blocked = Accumulator::scan(&r, &t, 3, bound);
+        let mut single = Accumulator::new();
+        for (i, (&a, &b)) in r.iter().zip(&t).enumerate() {
+            single.one(a, b, 3 + i, bound);
+        }
+        assert_eq!(bits(&blocked), bits(&single));
+        assert!(blocked.block_bins.iter().flatten().sum::<u64>() > 0 && blocked.mismatches > 0);
+        assert_eq!(
+            blocked.max_abs_at,
+            3 + 600,
+            "the overflow is the largest error"
+        );
+        // f32 data through the same path.
+        let r32: Vec<f32> = r.iter().map(|&v| v as f32).collect();
+        let t32: Vec<f32> = t.iter().map(|&v| v as f32).collect();
+        let blocked = Accumulator::scan(&r32, &t32, 0, bound);
+        let mut single = Accumulator::new();
+        for (i, (&a, &b)) in r32.iter().zip(&t32).enumerate() {
+            single.one(a.widen(), b.widen(), i, bound);
+        }
+        assert_eq!(bits(&blocked), bits(&single));
     }
 
     #[test]

@@ -97,6 +97,28 @@ fn bad_model_files_are_one_line_errors() {
 }
 
 #[test]
+fn with_both_files_bad_the_onnx_error_comes_first() {
+    // The ONNX side loads on its own thread while the TorchScript side loads; the error a
+    // user sees must not depend on which thread fails first: the ONNX side is loaded first
+    // when the two load in turn, so its error is the one reported.
+    let dir = tempfile::tempdir().unwrap();
+    let bad_pt = dir.path().join("broken.pt");
+    std::fs::write(&bad_pt, b"not a model at all").unwrap();
+    let good_onnx = fixture("conv_bn_legacy").join("model.onnx");
+    let truncated_onnx = dir.path().join("truncated.onnx");
+    let bytes = std::fs::read(&good_onnx).unwrap();
+    std::fs::write(&truncated_onnx, &bytes[..bytes.len() / 2]).unwrap();
+    for _ in 0..3 {
+        let (code, stderr) = run_check(&bad_pt, &truncated_onnx);
+        assert_one_line_error(code, &stderr, &["truncated.onnx"]);
+        assert!(!stderr.contains("broken.pt"), "{stderr}");
+    }
+    // The TorchScript side's error when only it is bad.
+    let (code, stderr) = run_check(&bad_pt, &good_onnx);
+    assert_one_line_error(code, &stderr, &["broken.pt"]);
+}
+
+#[test]
 fn models_of_different_networks_are_refused() {
     let (code, stderr) = run_check(
         &fixture("attention_legacy").join("model.pt"),
