@@ -95,6 +95,24 @@ pub fn binary() -> Command {
     cmd
 }
 
+/// Runs `align-check DIR/model.pt DIR/model.onnx -q --json OUT` (random inputs) and returns
+/// the exit code and the parsed JSON report.
+pub fn check_dir(dir: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let status = binary()
+        .arg(dir.join("model.pt"))
+        .arg(dir.join("model.onnx"))
+        .arg("-q")
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .status()
+        .unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (status.code().unwrap_or(-1), report)
+}
+
 /// Runs `align-check MODEL_PT MODEL_ONNX --inputs inputs.npz --json OUT` on a fixture and
 /// returns the exit code and the parsed JSON report.
 pub fn check_fixture(name: &str, extra: &[&str]) -> (i32, Value, Output) {

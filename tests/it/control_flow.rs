@@ -7,9 +7,9 @@
 //! same archive exported with a dynamic batch keeps its Loop (the trip count is computed from
 //! the input's shape): what the body computes is accounted for by the Loop's result.
 
-use crate::common::{binary, fixture};
+use crate::common::{check_dir, fixture};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn pair(name: &str) -> PathBuf {
     fixture("control_flow").join(name)
@@ -18,22 +18,6 @@ fn pair(name: &str) -> PathBuf {
 fn expected(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(pair(name).join("expected.json")).unwrap())
         .unwrap()
-}
-
-fn check(dir: &Path, extra: &[&str]) -> (i32, Value) {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("report.json");
-    let status = binary()
-        .arg(dir.join("model.pt"))
-        .arg(dir.join("model.onnx"))
-        .arg("-q")
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .status()
-        .unwrap();
-    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (status.code().unwrap_or(-1), report)
 }
 
 fn layers_of<'a>(report: &'a Value, module: &str) -> Vec<&'a Value> {
@@ -47,7 +31,7 @@ fn layers_of<'a>(report: &'a Value, module: &str) -> Vec<&'a Value> {
 
 #[test]
 fn the_clean_scripted_pair_is_compared_inside_the_loop_and_passes() {
-    let (code, report) = check(&pair("scripted_loop_if"), &[]);
+    let (code, report) = check_dir(&pair("scripted_loop_if"), &[]);
     assert_eq!(code, 0, "{}", report["gate_failures"]);
     let coverage = &report["coverage"];
     let ratio = coverage["torch_ratio"].as_f64().unwrap();
@@ -105,7 +89,7 @@ fn the_clean_scripted_pair_is_compared_inside_the_loop_and_passes() {
 #[test]
 fn a_weight_changed_inside_the_loop_body_is_found_there_in_the_first_iteration() {
     let want = expected("fault_loop_body");
-    let (code, report) = check(&pair("fault_loop_body"), &[]);
+    let (code, report) = check_dir(&pair("fault_loop_body"), &[]);
     assert_eq!(code, 1);
     let first = &report["first_divergence"];
     assert_eq!(first["module"], want["fault_module"], "{first}");
@@ -138,7 +122,7 @@ fn a_weight_changed_inside_the_loop_body_is_found_there_in_the_first_iteration()
 fn a_loop_whose_trip_count_is_computed_stays_and_does_not_cost_coverage() {
     let want = expected("dynamic_loop");
     let shape = want["shape"].as_str().unwrap();
-    let (code, report) = check(&pair("dynamic_loop"), &["--shape", shape]);
+    let (code, report) = check_dir(&pair("dynamic_loop"), &["--shape", shape]);
     assert_eq!(code, 0, "{}", report["gate_failures"]);
     let coverage = &report["coverage"];
     let ratio = coverage["torch_ratio"].as_f64().unwrap();

@@ -5,25 +5,8 @@
 //! tolerance alone, beyond it after about six blocks), with and without a real fault at
 //! blocks.12.fc; and resnet_tiny_legacy for the clean path.
 
-use crate::common::{binary, fixture, selected};
+use crate::common::{check_dir, fixture, selected};
 use serde_json::Value;
-use std::path::Path;
-
-fn check(dir: &Path, extra: &[&str]) -> (i32, Value) {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("report.json");
-    let status = binary()
-        .arg(dir.join("model.pt"))
-        .arg(dir.join("model.onnx"))
-        .arg("-q")
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .status()
-        .unwrap();
-    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (status.code().unwrap_or(-1), report)
-}
 
 fn drift(name: &str) -> std::path::PathBuf {
     fixture("drift").join(name)
@@ -40,7 +23,7 @@ fn layers(report: &Value) -> &Vec<Value> {
 
 #[test]
 fn drift_then_a_fault_names_the_fault_not_where_the_drift_first_shows() {
-    let (code, report) = check(&drift("drift_and_fault"), &[]);
+    let (code, report) = check_dir(&drift("drift_and_fault"), &[]);
     assert_eq!(code, 1);
     let fault = expected("drift_and_fault")["fault_module"].clone();
     let layers = layers(&report);
@@ -81,7 +64,7 @@ fn drift_then_a_fault_names_the_fault_not_where_the_drift_first_shows() {
 
 #[test]
 fn drift_within_the_output_tolerance_passes_and_says_what_it_carries() {
-    let (code, report) = check(&drift("drift_only"), &[]);
+    let (code, report) = check_dir(&drift("drift_only"), &[]);
     // No layer introduces an error beyond its tolerance and the output stays within its
     // own (looser) rule: a pass, with the accumulated error stated as information.
     assert_eq!(code, 0, "{:?}", report["gate_failures"]);
@@ -111,7 +94,7 @@ fn drift_within_the_output_tolerance_passes_and_says_what_it_carries() {
 
 #[test]
 fn drift_beyond_the_output_tolerance_is_accumulated_drift_with_its_contributors_named() {
-    let (code, report) = check(&drift("drift_only"), &["--output-atol", "1e-5"]);
+    let (code, report) = check_dir(&drift("drift_only"), &["--output-atol", "1e-5"]);
     // A real difference at the outputs beyond the user's tolerance still fails the gate...
     assert_eq!(code, 1);
     assert_eq!(report["verdict"], "fail");
@@ -138,7 +121,7 @@ fn drift_beyond_the_output_tolerance_is_accumulated_drift_with_its_contributors_
 #[test]
 fn a_clean_pass_isolates_nothing_unless_asked() {
     let dir = fixture("resnet_tiny_legacy");
-    let (code, report) = check(&dir, &[]);
+    let (code, report) = check_dir(&dir, &[]);
     assert_eq!(code, 0);
     assert!(report["isolation"].is_null());
     assert!(layers(&report)
@@ -146,7 +129,7 @@ fn a_clean_pass_isolates_nothing_unless_asked() {
         .all(|l| l["isolated"].is_null() && l["origin"].is_null()));
     assert_eq!(report["timing"]["isolation_s"], 0.0);
 
-    let (code, report) = check(&dir, &["--isolate"]);
+    let (code, report) = check_dir(&dir, &["--isolate"]);
     assert_eq!(code, 0);
     assert_eq!(report["isolation"]["reason"], "--isolate");
     let n = layers(&report).len() as u64;
@@ -170,7 +153,7 @@ fn deep_networks_with_real_activation_magnitudes_pass_clean_and_fail_at_a_fault(
             .unwrap();
     for entry in &selected(manifest, "deep fixtures (two models, clean and faulty)", 4) {
         let name = entry["name"].as_str().unwrap();
-        let (code, report) = check(&root.join(name), &[]);
+        let (code, report) = check_dir(&root.join(name), &[]);
         match entry["fault"].as_object() {
             None => {
                 assert_eq!(code, 0, "{name}: {:?}", report["gate_failures"]);
