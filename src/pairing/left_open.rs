@@ -9,8 +9,9 @@
 //! arithmetic): an alignment that keeps order pairs one chain and leaves the other open.
 //! Left open, either would count against coverage although its ONNX twin is there. Here a
 //! TorchScript value still open pairs with the ONNX value of its own call that is free, has
-//! its shape, is of a compatible kind (any kind, for an op the table does not list), is
-//! computed from its producers' twins and computes its consumers' twins. When several do (a
+//! its shape, is of a compatible kind (for an op the table does not list, which has no kind:
+//! agrees with it in value), is computed from its producers' twins and computes its
+//! consumers' twins. When several do (a
 //! query's rotary product and the attention's scaling of it both lie between the same
 //! paired values), the values choose, and only a clear choice: the closest must be nearer
 //! than half the distance of the next, or the value stays open rather than guessed. Values
@@ -21,6 +22,12 @@ use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::fused_nodes::{nearest_consumer_twins, placement};
 use super::ops::{compatible, torch_families, vanishes_in_onnx};
 use super::{consumers_of, same_shape, subtree, PairedBy, Pairer};
+
+/// An op the table does not list has no kind to check, so shape and wiring alone could meet
+/// an unrelated value of the same shape (a vector norm met a Transpose of the other
+/// operand): its twin must also agree in value, closer than this relative distance. A fault
+/// in such an op leaves it open and shows at the next compared layer.
+const UNLISTED_AGREE: f64 = 1e-2;
 
 /// How much nearer in value the chosen candidate must be than the next one.
 const CLEAR_MARGIN: f64 = 0.5;
@@ -61,7 +68,11 @@ impl Pairer<'_> {
                         && !self.state.is_taken(c)
                         && !self.state.undone.contains(&(t, c))
                         && same_shape(&tv[t], &ov[c])
-                        && (!listed || compatible(&tv[t].op, &ov[c].op))
+                        && if listed {
+                            compatible(&tv[t].op, &ov[c].op)
+                        } else {
+                            self.distance(t, c) < UNLISTED_AGREE
+                        }
                         && computed_from_all(ov, c, &producers)
                         && placement(ov, c, &after, false) == Some(1)
                 })
