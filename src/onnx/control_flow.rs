@@ -116,24 +116,8 @@ fn prune(graph: &mut proto::GraphProto, created: &HashSet<String>) {
 mod tests {
     use super::*;
     use crate::onnx::graph_edit::constant_node;
+    use crate::onnx::test_graph::{node, vi};
     use proto::tensor_proto::DataType;
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
-        proto::NodeProto {
-            name: Some(name.into()),
-            op_type: Some(op.into()),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn vi(name: &str) -> proto::ValueInfoProto {
-        proto::ValueInfoProto {
-            name: Some(name.into()),
-            ..Default::default()
-        }
-    }
 
     fn with_graph(mut n: proto::NodeProto, attr: &str, g: proto::GraphProto) -> proto::NodeProto {
         n.attribute.push(proto::AttributeProto {

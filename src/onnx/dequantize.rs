@@ -239,17 +239,8 @@ fn quantised_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::onnx::test_graph::node;
     use proto::{GraphProto, ModelProto, OperatorSetIdProto, TensorProto, ValueInfoProto};
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-        NodeProto {
-            name: Some(name.into()),
-            op_type: Some(op.into()),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
 
     fn scalar(name: &str) -> TensorProto {
         TensorProto {

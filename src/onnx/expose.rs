@@ -246,23 +246,7 @@ fn list_subgraph_values(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> proto::NodeProto {
-        proto::NodeProto {
-            name: Some(name.into()),
-            op_type: Some(op.into()),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn vi(name: &str) -> proto::ValueInfoProto {
-        proto::ValueInfoProto {
-            name: Some(name.into()),
-            ..Default::default()
-        }
-    }
+    use crate::onnx::test_graph::{node, vi};
 
     fn model(nodes: Vec<proto::NodeProto>, outputs: &[&str]) -> proto::ModelProto {
         proto::ModelProto {

@@ -22,6 +22,8 @@ pub mod scope;
 pub mod segment;
 pub mod session_settings;
 pub mod signature;
+#[cfg(test)]
+mod test_graph;
 pub mod training;
 pub mod unroll;
 pub mod weights;

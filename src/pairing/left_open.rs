@@ -68,13 +68,11 @@ impl Pairer<'_> {
                         && !self.state.is_taken(c)
                         && !self.state.undone.contains(&(t, c))
                         && same_shape(&tv[t], &ov[c])
-                        && if listed {
-                            compatible(&tv[t].op, &ov[c].op)
-                        } else {
-                            self.distance(t, c) < UNLISTED_AGREE
-                        }
+                        && (!listed || compatible(&tv[t].op, &ov[c].op))
                         && computed_from_all(ov, c, &producers)
                         && placement(ov, c, &after, false) == Some(1)
+                        // Last: it reads both tensors, maybe back from the spill file.
+                        && (listed || self.distance(t, c) < UNLISTED_AGREE)
                 })
                 .collect();
             if let Some(c) = self.clearly_closest(t, &fitting) {
