@@ -5,6 +5,10 @@ large model is megabytes of histograms and scatter samples).
 An exit status is recorded as it is: 0 pass, 1 a gate failed, 2 the tool could not do its job,
 a negative status (killed by a signal, -9 when the kernel's OOM killer ended it) and `timeout`
 each as their own category, with the last lines of stderr when the run did not end in a report.
+
+A model refused for calling an operator libtorch lacks is checked again with the library that
+registers it (`--torch-ops`, as the refusal advises; see op_libraries.py), and the result
+records the library it needed.
 """
 
 import json
@@ -12,6 +16,8 @@ import os
 import subprocess
 import tempfile
 import time
+
+from sweep import op_libraries
 
 STDERR_LINES = 6
 
@@ -59,6 +65,18 @@ def summarise(report):
 
 def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
     """One align-check run; returns the summary dict (never raises for the run's outcome)."""
+    result = _run_once(binary, pt, onnx, inputs, timeout, extra_args, {})
+    refused = result.get("exit") == 2 and op_libraries.refused_operator(result.get("stderr", []))
+    found = refused and op_libraries.library_for(*refused)
+    if found:
+        library, env = found
+        result = _run_once(binary, pt, onnx, inputs, timeout,
+                           ("--torch-ops", library, *extra_args), env)
+        result["torch_ops"] = library
+    return result
+
+
+def _run_once(binary, pt, onnx, inputs, timeout, extra_args, env):
     with tempfile.TemporaryDirectory(prefix="sweep-check-") as tmp:
         json_path = os.path.join(tmp, "report.json")
         cmd = [binary, pt, onnx, "--inputs", inputs, "--threads", "1", "--json", json_path,
@@ -66,7 +84,7 @@ def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
         start = time.time()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  cwd=tmp)
+                                  cwd=tmp, env=dict(os.environ, **env))
         except subprocess.TimeoutExpired:
             return {"exit": "timeout", "wall_s": time.time() - start, "timeout_s": timeout}
         result = {"exit": proc.returncode, "wall_s": time.time() - start}
