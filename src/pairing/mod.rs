@@ -17,6 +17,7 @@ mod fusion;
 mod kept_control_flow;
 mod left_open;
 pub mod ops;
+mod parent_calls;
 mod passes;
 mod relaid_layout;
 mod repeated_calls;
@@ -206,8 +207,12 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
 /// Whether two values can hold the same tensor in the same element order: the same dims once
 /// unit dims are dropped (`[1, 8]` against `[8]` is a squeeze), or the same element count and
 /// last dim (`[2, 8, 32]` against `[16, 32]`: a simplifier that fused a Linear into a Gemm
-/// leaves its leading dims merged).
+/// leaves its leading dims merged). Both must also hold the same kind of number: a TopK's
+/// values and its indices have one shape, and a float never holds what an index holds.
 fn same_shape(a: &CapturedValue, b: &CapturedValue) -> bool {
+    if a.dtype.is_float() != b.dtype.is_float() {
+        return false;
+    }
     if a.shape == b.shape {
         return true;
     }
@@ -318,6 +323,7 @@ impl<'a> Pairer<'a> {
         let torch_paths = known_paths(&torch.values);
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let onnx_keys = assign_keys(&onnx.values, &skip, Some(&torch_paths));
+        let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
         // Scopes that name no TorchScript module (a converter's placeholder such as
         // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.
         let onnx_has_scopes = onnx_keys

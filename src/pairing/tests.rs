@@ -774,3 +774,32 @@ fn a_layout_op_merged_into_another_is_unpaired_and_covered() {
     assert!(u.accounted, "{}", u.reason);
     assert_eq!(pair_of(&p, mm).unwrap().onnx, omm);
 }
+
+/// A TopK's two outputs share one shape; the ONNX side lists the indices first. Values pair
+/// with values and indices with indices, whatever the order: a float never meets an index.
+/// (Equal contents here, so that only the kind of number can tell them apart.)
+#[test]
+fn multi_output_values_and_indices_pair_by_kind_of_number() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[0.3, 0.9, 0.1]);
+    let tc = t.op("aten::_convolution", "head.conv", &[ti], &[0.6, 1.8, 0.2]);
+    let tv = t.op("aten::topk", "head", &[tc], &[1.0, 0.0]);
+    let tx = t.op("aten::topk", "head", &[tc], &[1.0, 0.0]);
+    t.values[tx].dtype = DType::I64;
+    // Two-dimensional, as a batch's TopK is: a 1-D index vector this small is bookkeeping.
+    t.values[tv].shape = vec![1, 2];
+    t.values[tx].shape = vec![1, 2];
+    t.output(0, tc);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[0.3, 0.9, 0.1]);
+    let oc = o.op("Conv", "head.conv", &[oi], &[0.6, 1.8, 0.2]);
+    let ox = o.op("TopK", "head", &[oc], &[1.0, 0.0]);
+    o.values[ox].dtype = DType::I64;
+    let ov = o.op("TopK", "head", &[oc], &[1.0, 0.0]);
+    o.values[ov].shape = vec![1, 2];
+    o.values[ox].shape = vec![1, 2];
+    o.output(0, oc);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tv).map(|q| q.onnx), Some(ov));
+    assert_ne!(pair_of(&p, tx).map(|q| q.onnx), Some(ov));
+}
