@@ -135,7 +135,9 @@ def _worst(rows, dtype, column, n=5, above=None):
         for layer in row["result"].get("layers") or []:
             if DTYPE_ROW.get(layer[0]) == dtype and layer[column] is not None \
                     and (above is None or layer[column] > above):
-                found.append((layer[column], f"{row['model']} [{row['pair']}] {layer[5]}"))
+                found.append((layer[column], f"{row['model']} [{row['pair']}] "
+                                             f"{layer[5] or '(top level)'} (pair exit "
+                                             f"{row['result'].get('exit')})"))
     found.sort(reverse=True)
     return [{"value": v, "where": w} for v, w in (found if above is not None else found[:n])]
 
@@ -189,7 +191,7 @@ def tables(rows, sweep):
                                                   if f["outcome"].get("detected")),
             "smallest_fault_that_must_fail": distribution(
                 f["recipe"]["isolated"]["rel_to_range"] for f in must_fail).get("min"),
-            "worst_isolated": _worst(rows, dtype, 4),
+            "worst_isolated": _worst(passing, dtype, 4),
             "worst_accumulated": _worst(rows, dtype, 2),
             "default_atol": DEFAULT_ATOL[dtype], "default_output_atol": DEFAULT_OUTPUT_ATOL[dtype],
         }
@@ -256,7 +258,8 @@ def render(data):
                   f"in isolation; of the {t['faults_that_must_fail']} that must fail, "
                   f"{t['faults_that_must_fail_detected']} exit 1, the smallest "
                   f"{_e(t['smallest_fault_that_must_fail'])} of range. The layer atol sits "
-                  f"{margin}.", "", "Largest clean isolated errors (required atol):", ""]
+                  f"{margin}.", "", "Largest isolated errors in the clean pairs that pass "
+                  "(required atol):", ""]
         lines += [f"- {_e(w['value'])} {w['where']}" for w in t["worst_isolated"]]
         beyond = t["isolated_beyond_atol"]
         lines += ["", f"Clean layers beyond the layer atol in isolation: {len(beyond)}"
