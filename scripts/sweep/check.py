@@ -57,10 +57,8 @@ def summarise(report):
     }
 
 
-def run_check(binary, pt, onnx, inputs, timeout, extra_args=(), summary=summarise):
-    """One align-check run; returns the summary dict (never raises for the run's outcome).
-    `summary` turns the JSON report into what is kept (the calibration keeps every layer's
-    errors, tolerance_calibration.py)."""
+def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
+    """One align-check run; returns the summary dict (never raises for the run's outcome)."""
     with tempfile.TemporaryDirectory(prefix="sweep-check-") as tmp:
         json_path = os.path.join(tmp, "report.json")
         cmd = [binary, pt, onnx, "--inputs", inputs, "--threads", "1", "--json", json_path,
@@ -82,7 +80,7 @@ def run_check(binary, pt, onnx, inputs, timeout, extra_args=(), summary=summaris
             except ValueError as err:
                 result["json_error"] = str(err)
         if report is not None:
-            result.update(summary(report))
+            result.update(summarise(report))
         if proc.returncode not in (0, 1) or report is None:
             lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
             result["stderr"] = lines[-STDERR_LINES:]

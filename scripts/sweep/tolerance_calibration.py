@@ -17,6 +17,8 @@ the mutated graph) and how many of them lie below the default tolerance.
 import json
 import math
 import os
+import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -82,6 +84,32 @@ def summarise(report):
             "isolation_error": (report.get("isolation") or {}).get("error")}
 
 
+def isolated_check(binary, pt, onnx, inputs, timeout):
+    """One `align-check --isolate` run as check.py runs a clean check (one thread, a private
+    working folder, the exit status as it is), kept as `summarise` says; never raises."""
+    with tempfile.TemporaryDirectory(prefix="sweep-calibration-") as tmp:
+        json_path = os.path.join(tmp, "report.json")
+        cmd = [binary, pt, onnx, "--inputs", inputs, "--threads", "1", "--isolate",
+               "--json", json_path]
+        start = time.time()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  cwd=tmp)
+        except subprocess.TimeoutExpired:
+            return {"exit": "timeout", "wall_s": time.time() - start, "timeout_s": timeout}
+        result = {"exit": proc.returncode, "wall_s": time.time() - start}
+        report = cache.read_json(json_path)
+        if report is not None:
+            result.update(summarise(report))
+        else:
+            lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+            result["stderr"] = lines[-check.STDERR_LINES:]
+            # The machine, not the pair: such a result is not kept (the sweep re-runs it).
+            result["environment_error"] = any("No space left on device" in line
+                                              for line in lines)
+        return result
+
+
 def _model_rows(spec, pair_names, args, binary_id, log):
     rows = []
     folder = cache.model_dir(spec["id"])
@@ -91,10 +119,9 @@ def _model_rows(spec, pair_names, args, binary_id, log):
         path = cache.result_path(binary_id, key)
         result = cache.read_json(path)
         if result is None and not args.report_only:
-            result = check.run_check(args.binary, record["pt"],
-                                     os.path.join(folder, pair, "model.onnx"),
-                                     os.path.join(folder, "inputs.npz"),
-                                     args.check_timeout, ("--isolate",), summarise)
+            result = isolated_check(args.binary, record["pt"],
+                                    os.path.join(folder, pair, "model.onnx"),
+                                    os.path.join(folder, "inputs.npz"), args.check_timeout)
             if result.get("environment_error"):
                 log(f"calibration {key}: not kept, the machine failed")
                 continue
