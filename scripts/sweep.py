@@ -15,6 +15,7 @@ lives in scripts/sweep/.
     python scripts/sweep.py --jobs 2                 # the full sweep (resumable)
     python scripts/sweep.py --recheck                # new binary: checks only
     python scripts/sweep.py --slice ci --check       # CI: ~10 models, exit 1 on a missed target
+    python scripts/sweep.py --calibration --no-export --jobs 1   # reports/calibration.md
 """
 
 import argparse
@@ -60,6 +61,12 @@ def parse_args(argv):
     p.add_argument("--no-export", action="store_true",
                    help="export nothing new; check what is cached (and plan its faults)")
     p.add_argument("--no-faults", action="store_true", help="clean checks only")
+    p.add_argument("--calibration", action="store_true",
+                   help="the tolerance calibration instead of the sweep: `--isolate` checks of "
+                   "clean pairs (the plain export of each model and its float16 variants) "
+                   "into calibration.md/.json (scripts/sweep/tolerance_calibration.py)")
+    p.add_argument("--calibration-all", action="store_true",
+                   help="with --calibration: every exported pair, not the subset")
     p.add_argument("--check", action="store_true",
                    help="exit 1 when a selected model misses a target (for CI)")
     p.add_argument("--out-dir", help="where sweep.md/sweep.json go (default reports/, or "
@@ -232,6 +239,22 @@ def plan_faults(model_id, pair, precision):
     cache.write_json(os.path.join(folder, pair, "faults.json"), {"faults": recipes})
 
 
+def calibrate(specs, args, binary_id, start):
+    from sweep import tolerance_calibration
+    rows = tolerance_calibration.run(specs, pair_names, args, binary_id, log)
+    which = "every exported pair" if args.calibration_all else \
+        "the plain export of each model and its float16 variants"
+    selection = f"{which} of {len(specs)} models ({len(rows)} pairs" + (
+        f"; --family {args.family} --only {args.only} --limit {args.limit})"
+        if args.family or args.only or args.limit else ")")
+    out_dir = args.out_dir or os.path.join(REPO, "reports")
+    tolerance_calibration.write(rows, binary_id, selection, out_dir,
+                                os.path.join(REPO, "reports", "sweep.json"))
+    log(f"calibration of {len(rows)} pairs written to {out_dir} "
+        f"({time.time() - start:.0f} s)")
+    return 0
+
+
 def main(argv):
     if argv and argv[0] == "_export":
         from sweep import export
@@ -250,11 +273,14 @@ def main(argv):
     else:  # --report-only without a binary: the results of the last one that ran
         binary_id = (cache.read_json(os.path.join(cache.root(), "last-binary.json")) or {})\
             .get("id")
-    cache.write_json(os.path.join(cache.root(), "last-binary.json"),
-                     {"id": binary_id, "path": args.binary})
+    if not args.calibration:  # --report-only reads the last sweep's binary, not this one
+        cache.write_json(os.path.join(cache.root(), "last-binary.json"),
+                         {"id": binary_id, "path": args.binary})
     specs = select(args)
     log(f"{len(specs)} models, binary {binary_id}, cache {cache.root()}")
     start = time.time()
+    if args.calibration:
+        return calibrate(specs, args, binary_id, start)
     if not args.report_only:
         # Two passes: every model's exports and clean checks first, then the faults, so that a
         # sweep stopped early has the breadth (architectures, pairs) before the depth.

@@ -43,8 +43,9 @@ class Family:
     dynamo_notes: dict = field(default_factory=dict)
     # Why the expected dynamo failures happen (the exception text alone is cryptic).
     dynamo_failure_notes: dict = field(default_factory=dict)
-    # Applied to every freshly built eager model (the zoo randomises BatchNorm statistics).
-    prepare: Callable = lambda model: model
+    # (model, example inputs) -> the model: applied to every freshly built eager model (the
+    # zoo recalibrates BatchNorm statistics on the inputs).
+    prepare: Callable = lambda model, inputs: model
     # The opset of legacy exports when a spec names none (None: export_onnx's default).
     legacy_opset: Optional[int] = None
     # (model.pt path, eager model) -> the manifest fields naming TorchScript's module paths.
@@ -99,7 +100,7 @@ def build_model(family, spec_name, make=None):
     spec = family.specs[spec_name]
     torch.manual_seed(seed_for(spec_name, spec))
     model, inputs = (make or spec["make"])()
-    return family.prepare(model).eval(), inputs
+    return family.prepare(model, inputs).eval(), inputs
 
 
 def to_torchscript(spec, model, inputs):
