@@ -23,6 +23,11 @@ toolchain exports differ:
   dynamic batch/sequence axes, output last_hidden_state only. optimum itself cannot be
   installed next to the pinned transformers 5.x (it imports transformers internals that 5.x
   removed), so the export is made the way optimum makes it, with torch.onnx.export.
+- wrapped_trace / wrapped_onnx: a small CNN, one file made through an export harness that
+  holds it as `self.model` and the other from the bare network, so that every module path
+  of one side has one more leading level (`model.conv2` against `conv2`). wrapped_trace has
+  the TorchScript traced through the harness (the ONNX exported bare, as optimum does);
+  wrapped_onnx the other way round.
 
 Each pair has a clean model.onnx and a fault.onnx, exported from a copy of the network with
 one planted fault (`fault_module` in the manifest: the layer the check must name).
@@ -331,11 +336,61 @@ def bert_optimum():
             "not_compared": [["torch", "1"]], "state_writes": []}
 
 
+# wrapped_trace / wrapped_onnx ------------------------------------------------------------
+
+class SmallCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.conv2(y))
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+class Harness(nn.Module):
+    """An export tool's wrapper: the network as its `model` attribute."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def wrapped(name, trace_wrapped):
+    folder = fresh_folder(ROOT, name)
+    net = SmallCnn()
+    with torch.no_grad():
+        net.bn1.running_mean.uniform_(-0.5, 0.5)
+        net.bn1.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    x = torch.rand(1, 3, 16, 16)
+    traced = torch.jit.trace(Harness(net) if trace_wrapped else net, x)
+    torch.jit.save(traced, os.path.join(folder, "model.pt"))
+    faulty = plant(net, "conv2.weight")
+    for onnx_name, model in [("model.onnx", net), ("fault.onnx", faulty)]:
+        exported = model if trace_wrapped else Harness(model)
+        torch.onnx.export(exported, (x,), os.path.join(folder, onnx_name), dynamo=False,
+                          input_names=["x"], output_names=["logits"])
+    np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
+    # The planted layer as the TorchScript side names it: the harness adds `model.`.
+    return {"name": name, "fault_module": "model.conv2" if trace_wrapped else "conv2",
+            "args": ["--inputs", "inputs.npz"],
+            "mapping": [["x", "x", "name"]], "not_compared": [], "state_writes": []}
+
+
 def main():
     driver.pin_hash_seed()  # scripted models: constants in hash order
     torch.manual_seed(0)
     os.makedirs(ROOT, exist_ok=True)
-    manifest = [stream_state(), context_window(), dict_inputs(), bert_optimum()]
+    manifest = [stream_state(), context_window(), dict_inputs(), bert_optimum(),
+                wrapped("wrapped_trace", True), wrapped("wrapped_onnx", False)]
     for entry in manifest:
         folder = os.path.join(ROOT, entry["name"])
         for f in sorted(os.listdir(folder)):

@@ -9,6 +9,7 @@
 //! over gets a reason (`finish`).
 
 mod align;
+mod common_root;
 mod dataflow;
 mod decomposition;
 mod finish;
@@ -322,7 +323,9 @@ impl<'a> Pairer<'a> {
         let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
         let torch_paths = known_paths(&torch.values);
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
-        let onnx_keys = assign_keys(&onnx.values, &skip, Some(&torch_paths));
+        let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
+        let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
+        let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
         // Scopes that name no TorchScript module (a converter's placeholder such as
         // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.

@@ -803,3 +803,40 @@ fn multi_output_values_and_indices_pair_by_kind_of_number() {
     assert_eq!(pair_of(&p, tv).map(|q| q.onnx), Some(ov));
     assert_ne!(pair_of(&p, tx).map(|q| q.onnx), Some(ov));
 }
+
+/// The TorchScript traced through a harness (`model.` in front of every path), the ONNX
+/// exported bare, and the other way round: the common root is found, every layer pairs.
+#[test]
+fn a_leading_level_only_one_side_has_is_a_common_root() {
+    let x = [0.5, -1.0, 2.0];
+    let (c1, r, c2) = ([1.0, -2.0, 4.0], [1.0, 0.0, 4.0], [2.0, 0.5, 1.0]);
+    for (torch_root, onnx_root) in [("model.", ""), ("", "model.")] {
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tc1 = t.op(
+            "aten::_convolution",
+            &format!("{torch_root}conv1"),
+            &[ti],
+            &c1,
+        );
+        let tr = t.op("aten::relu", &format!("{torch_root}act"), &[tc1], &r);
+        let tc2 = t.op(
+            "aten::_convolution",
+            &format!("{torch_root}conv2"),
+            &[tr],
+            &c2,
+        );
+        t.output(0, tc2);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oc1 = o.op("Conv", &format!("{onnx_root}conv1"), &[oi], &c1);
+        let or = o.op("Relu", &format!("{onnx_root}act"), &[oc1], &r);
+        let oc2 = o.op("Conv", &format!("{onnx_root}conv2"), &[or], &c2);
+        o.output(0, oc2);
+        let p = pair(&t.build(), &o.build()).unwrap();
+        for (tv, ov) in [(tc1, oc1), (tr, or), (tc2, oc2)] {
+            let got = pair_of(&p, tv).map(|q| (q.onnx, q.paired_by));
+            assert_eq!(got, Some((ov, PairedBy::ModuleOutput)), "{torch_root:?}");
+        }
+    }
+}

@@ -9,7 +9,7 @@
 use crate::common::{binary, fixtures_dir, selected, stderr_of, summary};
 
 /// Fixtures of tests/fixtures/signature/manifest.json (scripts/make_signature_fixtures.py).
-const MIN_SIGNATURE_FIXTURES: usize = 4;
+const MIN_SIGNATURE_FIXTURES: usize = 6;
 use serde_json::Value;
 use std::path::PathBuf;
 
