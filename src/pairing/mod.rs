@@ -12,6 +12,8 @@ mod align;
 mod dataflow;
 mod decomposition;
 mod finish;
+mod folded_affine;
+mod folded_scale;
 mod fused_nodes;
 mod fusion;
 mod kept_control_flow;
@@ -44,6 +46,7 @@ pub enum PairedBy {
     GlobalOrder,
     Fusion,
     FusedProducer,
+    FoldedAffine,
     DecomposedOp,
     UncrossSiblings,
     Dataflow,
@@ -60,6 +63,7 @@ impl PairedBy {
             PairedBy::GlobalOrder => "global_order",
             PairedBy::Fusion => "fusion",
             PairedBy::FusedProducer => "fused_producer",
+            PairedBy::FoldedAffine => "folded_affine",
             PairedBy::DecomposedOp => "decomposed_op",
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",
