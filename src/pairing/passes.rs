@@ -47,16 +47,6 @@ pub(super) const PASSES: &[Pass] = &[
         name: "fused_producer",
         run: |p| p.fuse_producer_into_node(),
     },
-    // A Conv/Gemm/MatMul that also applies the constant scale or shift after it (layer scale).
-    Pass {
-        name: "folded_affine",
-        run: |p| p.fold_constant_consumers(),
-    },
-    // A value ONNX holds times a constant factor folded into its reader's weights: unpaired.
-    Pass {
-        name: "folded_scale",
-        run: |p| p.unpair_folded_scale(),
-    },
     // A pair on a decomposition's partial value moves to the node that completes it.
     Pass {
         name: "decomposed_op",
@@ -91,6 +81,16 @@ pub(super) const PASSES: &[Pass] = &[
     Pass {
         name: "left_open",
         run: |p| p.pair_left_open(),
+    },
+    // A Conv/Gemm/MatMul that also applies the constant scale or shift after it (layer scale).
+    Pass {
+        name: "folded_affine",
+        run: |p| p.fold_constant_consumers(),
+    },
+    // A value ONNX holds times a constant factor folded into its reader's weights: unpaired.
+    Pass {
+        name: "folded_scale",
+        run: |p| p.unpair_folded_scale(),
     },
     // The other values of a compared module call are internal to it: covered.
     Pass {

@@ -845,3 +845,58 @@ fn a_factor_no_reader_can_absorb_keeps_its_pair() {
     let (p, tg) = gelu_scale_folded("Relu");
     assert!(pair_of(&p, tg).is_some());
 }
+
+/// A grid sample (deformable attention's lookup) is exported as GridSample: the same op, so
+/// it pairs by kind, and a wrong sampling mode is shown there, not at the next layer.
+#[test]
+fn a_grid_sampler_pairs_with_grid_sample_even_when_it_differs() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let s = [1.5, 2.5, 3.5, 2.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "conv", &[ti], &x);
+    let tg = t.op("aten::grid_sampler", "", &[tc, ti], &s);
+    let ta = t.op("aten::add", "", &[tg, ti], &x);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "conv", &[oi], &x);
+    let og = o.op("GridSample", "", &[oc, oi], &[1.5, 2.5, 3.9, 2.0]);
+    let oa = o.op("Add", "", &[og, oi], &x);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tg).map(|q| q.onnx), Some(og));
+}
+
+/// A simplifier folded an RMSNorm's weight into the MatMul that reads it: the norm's last
+/// ONNX value is PyTorch's divided by the weight, channel by channel along the last dim.
+#[test]
+fn a_norm_weight_folded_into_the_reading_matmul_is_covered_not_failed() {
+    let x = [1.0, -2.0, 3.0, -4.0, 0.5, 1.5, -2.5, 2.0];
+    let weight = [0.5, 3.0];
+    let unweighted = [0.4, -0.8, 1.2, -1.6, 0.2, 0.6, -1.0, 0.8];
+    let normed: Vec<f32> = (0..8).map(|i| unweighted[i] * weight[i % 2]).collect();
+    let fc = [0.25, 0.5, -0.75, 1.0, 0.1, 0.2, 0.3, 0.4];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tn = t.op("aten::mul", "norm", &[ti], &normed);
+    let tf = t.op("aten::linear", "fc", &[tn], &fc);
+    t.output(0, tf);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let on = o.op("Mul", "norm", &[oi], &unweighted);
+    let of = o.op("MatMul", "fc", &[on], &fc);
+    o.output(0, of);
+    let (mut t, mut o) = (t.build(), o.build());
+    for id in [tn, tf] {
+        reshape(&mut t, id, &[4, 2]);
+    }
+    for id in [on, of] {
+        reshape(&mut o, id, &[4, 2]);
+    }
+    let p = pair(&t, &o).unwrap();
+    assert!(pair_of(&p, tn).is_none(), "the unweighted norm is no twin of it");
+    let u = p.unpaired.iter().find(|u| u.id == tn).unwrap();
+    assert!(u.accounted && u.reason.contains("per channel"), "{}", u.reason);
+    assert_eq!(pair_of(&p, tf).unwrap().onnx, of);
+}
