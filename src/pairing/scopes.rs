@@ -175,10 +175,13 @@ impl CallCounter {
         // it began continues it, though another branch's nodes came in between: a graph tool
         // interleaved two norms (q_norm's second Mul after k_norm's first). A next call reads
         // what came after (an unrolled loop's next iteration reads the one before's result).
-        let continues_own = self.leaf_values.get(&innermost).is_some_and(|(start, own)| {
-            v.inputs.iter().any(|i| own.contains(i))
-                && v.inputs.iter().all(|i| own.contains(i) || i < start)
-        });
+        let continues_own = self
+            .leaf_values
+            .get(&innermost)
+            .is_some_and(|(start, own)| {
+                v.inputs.iter().any(|i| own.contains(i))
+                    && v.inputs.iter().all(|i| own.contains(i) || i < start)
+            });
         let next_call = !self.parents.contains(&innermost)
             && !continues_own
             && self
@@ -381,10 +384,12 @@ mod tests {
             value(2, &["q"]),
             value(3, &["k"]),
         ];
-        for (v, (op, inputs)) in values
-            .iter_mut()
-            .zip([("Mul", vec![]), ("Mul", vec![]), ("Mul", vec![0]), ("Mul", vec![1])])
-        {
+        for (v, (op, inputs)) in values.iter_mut().zip([
+            ("Mul", vec![]),
+            ("Mul", vec![]),
+            ("Mul", vec![0]),
+            ("Mul", vec![1]),
+        ]) {
             v.node = format!("/{}/{op}", v.scope[0].path);
             v.op = op.to_string();
             v.inputs = inputs;

@@ -895,8 +895,15 @@ fn a_norm_weight_folded_into_the_reading_matmul_is_covered_not_failed() {
         reshape(&mut o, id, &[4, 2]);
     }
     let p = pair(&t, &o).unwrap();
-    assert!(pair_of(&p, tn).is_none(), "the unweighted norm is no twin of it");
+    assert!(
+        pair_of(&p, tn).is_none(),
+        "the unweighted norm is no twin of it"
+    );
     let u = p.unpaired.iter().find(|u| u.id == tn).unwrap();
-    assert!(u.accounted && u.reason.contains("per channel"), "{}", u.reason);
+    assert!(
+        u.accounted && u.reason.contains("per channel"),
+        "{}",
+        u.reason
+    );
     assert_eq!(pair_of(&p, tf).unwrap().onnx, of);
 }
