@@ -13,6 +13,8 @@ mod common_root;
 mod dataflow;
 mod decomposition;
 mod finish;
+mod folded_affine;
+mod folded_scale;
 mod fused_nodes;
 mod fusion;
 mod kept_control_flow;
@@ -46,6 +48,7 @@ pub enum PairedBy {
     GlobalOrder,
     Fusion,
     FusedProducer,
+    FoldedAffine,
     DecomposedOp,
     UncrossSiblings,
     Dataflow,
@@ -62,6 +65,7 @@ impl PairedBy {
             PairedBy::GlobalOrder => "global_order",
             PairedBy::Fusion => "fusion",
             PairedBy::FusedProducer => "fused_producer",
+            PairedBy::FoldedAffine => "folded_affine",
             PairedBy::DecomposedOp => "decomposed_op",
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",

@@ -62,6 +62,8 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         | "interpolate"
         | "pixel_shuffle" => &["resize"],
         "cat" | "concat" | "stack" => &["concat"],
+        // Sampling at given coordinates (RT-DETR's deformable attention, RAFT's lookup).
+        "grid_sampler" | "grid_sampler_2d" => &["grid_sample"],
         "eq" | "ne" | "gt" | "lt" | "ge" | "le" | "logical_not" | "logical_and" | "logical_or" => {
             &["compare"]
         }
@@ -119,6 +121,7 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         }
         "Resize" | "Upsample" | "DepthToSpace" => &["resize"],
         "Concat" => &["concat"],
+        "GridSample" => &["grid_sample"],
         "Equal" | "Greater" | "Less" | "GreaterOrEqual" | "LessOrEqual" | "Not" | "And" | "Or" => {
             &["compare"]
         }

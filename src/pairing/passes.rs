@@ -82,6 +82,16 @@ pub(super) const PASSES: &[Pass] = &[
         name: "left_open",
         run: |p| p.pair_left_open(),
     },
+    // A Conv/Gemm/MatMul that also applies the constant scale or shift after it (layer scale).
+    Pass {
+        name: "folded_affine",
+        run: |p| p.fold_constant_consumers(),
+    },
+    // A value ONNX holds times a constant factor folded into its reader's weights: unpaired.
+    Pass {
+        name: "folded_scale",
+        run: |p| p.unpair_folded_scale(),
+    },
     // The other values of a compared module call are internal to it: covered.
     Pass {
         name: "module_internals",
@@ -112,6 +122,7 @@ mod tests {
             PairedBy::GlobalOrder,
             PairedBy::Fusion,
             PairedBy::FusedProducer,
+            PairedBy::FoldedAffine,
             PairedBy::DecomposedOp,
             PairedBy::UncrossSiblings,
             PairedBy::Dataflow,

@@ -160,6 +160,8 @@ struct CallCounter {
     legacy_base: HashMap<(String, String), usize>,
     /// Innermost raw path -> the ops its latest call ran.
     leaf_ops: HashMap<String, HashSet<String>>,
+    /// Innermost raw path -> the values of its latest call, and the first of them.
+    leaf_values: HashMap<String, (usize, HashSet<usize>)>,
 }
 
 impl CallCounter {
@@ -169,7 +171,19 @@ impl CallCounter {
             .last()
             .map(|(l, _)| l.path.clone())
             .unwrap_or_default();
+        // An op of the latest call that reads that call's values and nothing computed since
+        // it began continues it, though another branch's nodes came in between: a graph tool
+        // interleaved two norms (q_norm's second Mul after k_norm's first). A next call reads
+        // what came after (an unrolled loop's next iteration reads the one before's result).
+        let continues_own = self
+            .leaf_values
+            .get(&innermost)
+            .is_some_and(|(start, own)| {
+                v.inputs.iter().any(|i| own.contains(i))
+                    && v.inputs.iter().all(|i| own.contains(i) || i < start)
+            });
         let next_call = !self.parents.contains(&innermost)
+            && !continues_own
             && self
                 .leaf_ops
                 .get(&innermost)
@@ -192,6 +206,7 @@ impl CallCounter {
                         None => {
                             if depth + 1 == levels.len() {
                                 self.leaf_ops.remove(&innermost);
+                                self.leaf_values.remove(&innermost);
                             }
                             self.new_call(seen, norm, named_calls)
                         }
@@ -204,6 +219,11 @@ impl CallCounter {
             }
             key.push_str(&format!("{norm}#{call}"));
         }
+        self.leaf_values
+            .entry(innermost.clone())
+            .or_insert_with(|| (v.id, HashSet::new()))
+            .1
+            .insert(v.id);
         self.leaf_ops
             .entry(innermost)
             .or_default()
@@ -351,6 +371,36 @@ mod tests {
         // The op comes again in a leaf module: a new call (an unrolled loop's next iteration).
         assert_eq!(keys[3].as_deref(), Some("b#0"));
         assert_eq!(keys[4].as_deref(), Some("a#1"));
+    }
+
+    /// A simplifier interleaved two norms' nodes: q's second Mul comes after k's first, and
+    /// reads only q's own values, so it is q's first call still.
+    #[test]
+    fn an_op_reading_only_its_own_call_continues_it_when_interleaved() {
+        let torch: HashSet<String> = ["q", "k"].iter().map(|s| s.to_string()).collect();
+        let mut values = vec![
+            value(0, &["q"]),
+            value(1, &["k"]),
+            value(2, &["q"]),
+            value(3, &["k"]),
+        ];
+        for (v, (op, inputs)) in values.iter_mut().zip([
+            ("Mul", vec![]),
+            ("Mul", vec![]),
+            ("Mul", vec![0]),
+            ("Mul", vec![1]),
+        ]) {
+            v.node = format!("/{}/{op}", v.scope[0].path);
+            v.op = op.to_string();
+            v.inputs = inputs;
+        }
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[2].as_deref(), Some("q#0"));
+        assert_eq!(keys[3].as_deref(), Some("k#0"));
+        // Reading a value computed after the call began (another module's) starts the next.
+        values[2].inputs = vec![0, 1];
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[2].as_deref(), Some("q#1"));
     }
 
     #[test]

@@ -840,3 +840,136 @@ fn a_leading_level_only_one_side_has_is_a_common_root() {
         }
     }
 }
+
+/// A layer scale (`x * gamma`, gamma a parameter) after a block's last Conv, folded by a
+/// simplifier into that Conv's weights: the Conv node computes the scaled value, and the
+/// scale has no node. The Conv is compared with the scaled value, the conv fused into it.
+#[test]
+fn a_layer_scale_folded_into_the_conv_before_it_is_compared_after_the_scale() {
+    let x = [1.0, -2.0, 3.0, -4.0];
+    let conv = [2.0, -1.0, 0.5, 3.0];
+    let gamma = [0.5, 2.0, -1.0, 0.25];
+    let scaled = [1.0, -2.0, -0.5, 0.75];
+    let out = [2.0, -4.0, 2.5, -3.25];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "b.fc2", &[ti], &conv);
+    let tg = t.op("aten::reshape", "b", &[], &gamma);
+    let tm = t.op("aten::mul", "b", &[tc, tg], &scaled);
+    let ta = t.op("aten::add", "b", &[tm, ti], &out);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "b.fc2", &[oi], &scaled);
+    let oa = o.op("Add", "b", &[oc, oi], &out);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let scale = pair_of(&p, tm).expect("the scaled value is compared");
+    assert_eq!(scale.onnx, oc);
+    assert_eq!(scale.paired_by, PairedBy::FoldedAffine);
+    assert!(!scale.certain, "the values chose it");
+    assert_eq!(scale.fused, vec![tc]);
+    assert!(pair_of(&p, tc).is_none());
+    assert_eq!(pair_of(&p, ta).unwrap().onnx, oa);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// onnxsim drops the `* 0.5` that ends a GELU's decomposition and halves the next Conv's
+/// weights: the GELU's last ONNX value is twice PyTorch's while both graphs are right.
+fn gelu_scale_folded(onnx_reader: &str) -> (Pairing, usize) {
+    let x = [1.0, -2.0, 3.0, -4.0];
+    let fc1 = [0.5, -1.0, 1.5, -2.0];
+    let gelu = [0.3457, -0.1587, 1.3996, -0.0455];
+    let fc2 = [0.25, 0.5, -0.75, 1.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let t1 = t.op("aten::_convolution", "m.fc1", &[ti], &fc1);
+    let tg = t.op("aten::gelu", "m.act", &[t1], &gelu);
+    let t2 = t.op("aten::_convolution", "m.fc2", &[tg], &fc2);
+    t.output(0, t2);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let o1 = o.op("Conv", "m.fc1", &[oi], &fc1);
+    let og = o.op("Mul", "m.act", &[o1], &gelu.map(|v| 2.0 * v));
+    let o2 = o.op(onnx_reader, "m.fc2", &[og], &fc2);
+    o.output(0, o2);
+    (pair(&t.build(), &o.build()).unwrap(), tg)
+}
+
+#[test]
+fn a_factor_folded_into_the_reading_conv_is_covered_not_failed() {
+    let (p, tg) = gelu_scale_folded("Conv");
+    assert!(pair_of(&p, tg).is_none(), "twice the GELU is no twin of it");
+    let u = p.unpaired.iter().find(|u| u.id == tg).unwrap();
+    assert!(u.accounted && u.reason.contains("folded"), "{}", u.reason);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// A reader without weights could not have absorbed the factor: the pair stays, and fails.
+#[test]
+fn a_factor_no_reader_can_absorb_keeps_its_pair() {
+    let (p, tg) = gelu_scale_folded("Relu");
+    assert!(pair_of(&p, tg).is_some());
+}
+
+/// A grid sample (deformable attention's lookup) is exported as GridSample: the same op, so
+/// it pairs by kind, and a wrong sampling mode is shown there, not at the next layer.
+#[test]
+fn a_grid_sampler_pairs_with_grid_sample_even_when_it_differs() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let s = [1.5, 2.5, 3.5, 2.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "conv", &[ti], &x);
+    let tg = t.op("aten::grid_sampler", "", &[tc, ti], &s);
+    let ta = t.op("aten::add", "", &[tg, ti], &x);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "conv", &[oi], &x);
+    let og = o.op("GridSample", "", &[oc, oi], &[1.5, 2.5, 3.9, 2.0]);
+    let oa = o.op("Add", "", &[og, oi], &x);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tg).map(|q| q.onnx), Some(og));
+}
+
+/// A simplifier folded an RMSNorm's weight into the MatMul that reads it: the norm's last
+/// ONNX value is PyTorch's divided by the weight, channel by channel along the last dim.
+#[test]
+fn a_norm_weight_folded_into_the_reading_matmul_is_covered_not_failed() {
+    let x = [1.0, -2.0, 3.0, -4.0, 0.5, 1.5, -2.5, 2.0];
+    let weight = [0.5, 3.0];
+    let unweighted = [0.4, -0.8, 1.2, -1.6, 0.2, 0.6, -1.0, 0.8];
+    let normed: Vec<f32> = (0..8).map(|i| unweighted[i] * weight[i % 2]).collect();
+    let fc = [0.25, 0.5, -0.75, 1.0, 0.1, 0.2, 0.3, 0.4];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tn = t.op("aten::mul", "norm", &[ti], &normed);
+    let tf = t.op("aten::linear", "fc", &[tn], &fc);
+    t.output(0, tf);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let on = o.op("Mul", "norm", &[oi], &unweighted);
+    let of = o.op("MatMul", "fc", &[on], &fc);
+    o.output(0, of);
+    let (mut t, mut o) = (t.build(), o.build());
+    for id in [tn, tf] {
+        reshape(&mut t, id, &[4, 2]);
+    }
+    for id in [on, of] {
+        reshape(&mut o, id, &[4, 2]);
+    }
+    let p = pair(&t, &o).unwrap();
+    assert!(
+        pair_of(&p, tn).is_none(),
+        "the unweighted norm is no twin of it"
+    );
+    let u = p.unpaired.iter().find(|u| u.id == tn).unwrap();
+    assert!(
+        u.accounted && u.reason.contains("per channel"),
+        "{}",
+        u.reason
+    );
+    assert_eq!(pair_of(&p, tf).unwrap().onnx, of);
+}

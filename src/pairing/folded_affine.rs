@@ -1,0 +1,110 @@
+//! A weighted node that also applies the constant scale or shift that follows it.
+//!
+//! Simplifiers and ONNX Runtime fold an elementwise multiply, divide, add or subtract by a
+//! constant into the weights and bias of the Conv, Gemm or MatMul before it: a layer scale
+//! (`x * gamma`, timm's MetaNeXt and SwiftFormer blocks), a residual branch's fixed factor.
+//! The TorchScript op has no ONNX node of its own, so the node paired with the module before
+//! it computes the op's output, not the module's. Structure says which ops can have been
+//! folded (the module's only consumer, an elementwise op whose other operands are computed
+//! from weights and constants alone, of the node's shape); the values choose which of the
+//! chain the node computes, so no pair made here is certain. A planted fault in the weights
+//! still fails: the node then matches no value of the chain.
+
+use super::ops::{onnx_families, torch_families, vanishes_in_onnx};
+use super::{constant_values, consumers_of, is_layer_candidate, same_shape, PairedBy, Pairer};
+use crate::capture::CapturedValue;
+
+/// The most constant ops one weighted node is taken to absorb (a scale, then a shift).
+const MAX_FOLDED: usize = 2;
+
+/// Below this relative distance the pair already agrees: nothing to move.
+const AGREES: f64 = 1e-3;
+
+/// ONNX ops whose weights and bias can absorb a constant scale or shift.
+fn has_weights(onnx_op: &str) -> bool {
+    let fams = onnx_families(onnx_op);
+    fams.contains(&"conv") || fams.contains(&"matmul") || fams.contains(&"norm")
+}
+
+/// Whether `v` applies a constant to `from` elementwise: an add, sub, mul or div that reads
+/// `from` once and otherwise only values no model input reaches (a parameter, a scalar).
+fn applies_constant_to(v: &CapturedValue, from: usize, constant: &[bool]) -> bool {
+    let fams = torch_families(&v.op);
+    (fams == ["mul"] || fams == ["add"])
+        && v.inputs.iter().filter(|&&u| u == from).count() == 1
+        && v.inputs.iter().all(|&u| u == from || constant[u])
+}
+
+impl Pairer<'_> {
+    pub(super) fn fold_constant_consumers(&mut self) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let constant = constant_values(tv);
+        let consumers = consumers_of(tv);
+        for u in self.state.paired() {
+            let Some(o) = self.state.twin(u) else {
+                continue;
+            };
+            if !has_weights(&ov[o].op) {
+                continue;
+            }
+            let mut chain = vec![u];
+            while chain.len() <= MAX_FOLDED {
+                let last = *chain.last().expect("non-empty");
+                // Only the last value's sole reader can be folded: any other reader needs
+                // the unscaled value, so the exporter could not have dropped it.
+                let sole_reader = |t: usize| -> Option<usize> {
+                    let readers: Vec<usize> = consumers[t]
+                        .iter()
+                        .copied()
+                        .filter(|&c| is_layer_candidate(&tv[c]) && !constant[c])
+                        .collect();
+                    match readers[..] {
+                        [v] => Some(v),
+                        _ => None,
+                    }
+                };
+                // An identity in eval mode between them (a Mlp's trailing dropout) has no
+                // ONNX node either: look through it.
+                let (mut from, mut next) = (last, sole_reader(last));
+                while let Some(v) = next.filter(|&v| vanishes_in_onnx(&tv[v].op)) {
+                    (from, next) = (v, sole_reader(v));
+                }
+                let Some(v) = next else { break };
+                if !applies_constant_to(&tv[v], from, &constant)
+                    || self.state.is_paired(v)
+                    || self.state.accounted(v)
+                    || !same_shape(&tv[v], &ov[o])
+                {
+                    break;
+                }
+                chain.push(v);
+            }
+            if chain.len() == 1 {
+                continue;
+            }
+            let distances: Vec<f64> = chain.iter().map(|&t| self.distance(t, o)).collect();
+            if distances[0] < AGREES {
+                continue;
+            }
+            let best = (1..chain.len())
+                .min_by(|&a, &b| distances[a].total_cmp(&distances[b]))
+                .expect("a chain of two or more");
+            if distances[best] >= distances[0] {
+                continue;
+            }
+            let v = chain[best];
+            self.state.unassign(u);
+            self.state.assign(v, o, PairedBy::FoldedAffine, false);
+            let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
+            for &absorbed in &chain[..best] {
+                fused.push(absorbed);
+                let reason = format!(
+                    "fused into ONNX node {} (compared after the constant {} it absorbed)",
+                    ov[o].node, tv[v].op
+                );
+                self.state.reason.insert(absorbed, (reason, true));
+            }
+            self.state.fused_into.insert(v, fused);
+        }
+    }
+}
