@@ -372,6 +372,10 @@ def bench_model(name, args, log):
         m["compared_bytes"] = compared_bytes(report)
         if keep:
             res[kind].append(m)
+        log(f"  {label:<11} {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
+            f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s, "
+            f"{m['timing'].get('onnx_runs')} ONNX runs), "
+            f"RSS {m['rss_mb']:.0f} MB, exit {m['exit_code']}, load {m['load_before']:.1f}")
         return m
 
     def choose_budget(unbounded_rss_mb):
@@ -384,9 +388,6 @@ def bench_model(name, args, log):
         res["budget_mb"] = int(max(least * 1.1, (least + unbounded_rss_mb) / 2))
         log(f"  budget      least {least} MB, unbounded peak {unbounded_rss_mb:.0f} MB: "
             f"--max-memory {res['budget_mb']}M")
-        log(f"  {label:<11} {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
-            f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s), "
-            f"RSS {m['rss_mb']:.0f} MB, exit {m['exit_code']}, load {m['load_before']:.1f}")
 
     log(f"[{name}] input {manifest['input_shape']}, {manifest['parameters'] / 1e6:.1f}M params, "
         f"{args.runs} runs, {args.threads} threads")
