@@ -46,7 +46,8 @@ one's. vit_l_16 (1.2 GB of weights per file) is opt-in: `--models ...,vit_l_16`.
 
 Usage (from the repository root; scripts/bench.sh bootstraps and builds first):
     .venv/bin/python scripts/bench.py [--models resnet50,vit_b_16,fpn_r18] [--runs 3]
-        [--threads N] [--skip-verify] [--out reports/bench.md] [--before OLD.json]
+        [--threads N] [--skip-verify] [--skip-isolate] [--skip-bounded] [--skip-samples]
+        [--samples 8] [--out reports/bench.md] [--before OLD.json]
 """
 
 import argparse
