@@ -17,12 +17,21 @@ measurement's alone) and printing/writing the table of ratios:
   (d) isolation    (b) with --isolate: every layer also measured in isolation (its ONNX
                    segment fed PyTorch's values), the work a failing run adds; interleaved
                    with (a) and (b). --skip-isolate leaves it out.
+  (e) bounded      (b) with --max-memory BUDGET, BUDGET halfway between the least the check
+                   accepts (probed once: `--max-memory 1M` says what would fit) and (b)'s
+                   peak RSS, so that the budget binds: the ONNX side runs in groups, each a
+                   graph segment fed from the previous cut. Its report's layers must equal
+                   (b)'s. Target: (e)/(b) at most 2. --skip-bounded leaves it out.
+  (f) samples      (b) on --samples N random samples (default 8) instead of the inputs file.
+                   Target: ((f) - (b)) / (N - 1), the cost of one more sample, at most 1.2x
+                   two plain forwards (the floor's TorchScript forward + ONNX Runtime run).
+                   --skip-samples leaves it out.
   (c) verify       torch.onnx.verification.verify_onnx_program(program, args,
                    compare_intermediates=True) on the dynamo export, rebuilt in the child from
                    the cached ONNX file and ExportedProgram; only the call itself is timed
                    (loading is reported apart). Once per model; --skip-verify leaves it out.
 
-(a) and (b) run --runs times, interleaved (a, b, a, b, ...) after --warmup untimed rounds so
+(a) and (b) (and (d), (e), (f)) run --runs times, interleaved (a, b, d, e, f, a, b, ...) after --warmup untimed rounds so
 that both see the same machine load; medians are reported. A `sizes` child, once per model,
 sums the bytes of every tensor align-check captures (TorchScript: every tensor output of the
 inlined graph's top-level nodes, as align-check's shim selects them; ONNX: every node output)
@@ -37,12 +46,15 @@ one's. vit_l_16 (1.2 GB of weights per file) is opt-in: `--models ...,vit_l_16`.
 
 Usage (from the repository root; scripts/bench.sh bootstraps and builds first):
     .venv/bin/python scripts/bench.py [--models resnet50,vit_b_16,fpn_r18] [--runs 3]
-        [--threads N] [--skip-verify] [--out reports/bench.md] [--before OLD.json]
+        [--threads N] [--skip-verify] [--skip-isolate] [--skip-bounded] [--skip-samples]
+        [--samples 8] [--out reports/bench.md] [--before OLD.json]
 """
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -63,6 +75,8 @@ TARGET_STATS_GBPS = 5.0      # compared bytes / timing.statistics_s at least
 TARGET_VERIFY_RATIO = 50.0   # (c)/(b) at least
 TARGET_RSS_RATIO = 1.3       # align-check peak RSS / (activations + model files) at most
 TARGET_ISOLATE_RATIO = 1.5   # (d)/(b) at most
+TARGET_BOUNDED_RATIO = 2.0   # (e)/(b) at most
+TARGET_SAMPLE_RATIO = 1.2    # one more sample / two plain forwards at most
 
 
 # --- children: each prints one RESULT_TAG line of JSON on stdout -----------------------------
@@ -315,7 +329,12 @@ def bench_model(name, args, log):
     ac_cmd = [str(args.binary), str(folder / "model.pt"), str(folder / "model.onnx"),
               "--inputs", str(folder / "inputs.npz"), "--threads", str(args.threads),
               "--json", str(report_json), "-q"]
-    res = {"name": name, "manifest": manifest, "floor": [], "align_check": [], "isolate": []}
+    # (f) draws random samples instead of reading the inputs file.
+    random_cmd = [a for i, a in enumerate(ac_cmd)
+                  if a != "--inputs" and (i == 0 or ac_cmd[i - 1] != "--inputs")]
+    samples_cmd = random_cmd + ["--samples", str(args.samples)]
+    res = {"name": name, "manifest": manifest, "floor": [], "align_check": [], "isolate": [],
+           "bounded": [], "samples": [], "budget_mb": None}
 
     def run_floor(i, keep):
         m = measure(child_cmd("floor", folder, args.threads), log_dir=logs, label=f"floor{i}")
@@ -328,11 +347,13 @@ def bench_model(name, args, log):
             f"floor {m['result']['floor_s']:.2f}s (process {m['wall_s']:.2f}s), "
             f"RSS {m['rss_mb']:.0f} MB, load {m['load_before']:.1f}")
 
-    def run_ac(i, keep, isolate=False):
+    def run_ac(i, keep, kind="align_check"):
         if report_json.exists():
             report_json.unlink()
-        cmd = ac_cmd + (["--isolate"] if isolate else [])
-        label = "isolate" if isolate else "align-check"
+        cmd = {"align_check": ac_cmd, "isolate": ac_cmd + ["--isolate"],
+               "bounded": ac_cmd + ["--max-memory", f"{res['budget_mb']}M"],
+               "samples": samples_cmd}[kind]
+        label = kind.replace("_", "-")
         m = measure(cmd, log_dir=logs, label=f"{label}{i}")
         if m["exit_code"] not in (0, 1) or not report_json.exists():
             raise RuntimeError(f"{name}: align-check exited {m['exit_code']}: "
@@ -345,23 +366,47 @@ def bench_model(name, args, log):
                          ("torch_layers_total", "torch_layers_paired", "onnx_nodes_total",
                           "onnx_nodes_paired", "torch_ratio")}
         m["layers"] = len(report.get("layers", []))
+        # Whether a bounded run's statistics equal the unbounded one's, without keeping both.
+        m["layers_digest"] = hashlib.sha256(
+            json.dumps([report.get(k) for k in ("verdict", "layers", "outputs")],
+                       sort_keys=True).encode()).hexdigest()
         m["compared_bytes"] = compared_bytes(report)
         if keep:
-            res["isolate" if isolate else "align_check"].append(m)
+            res[kind].append(m)
         log(f"  {label:<11} {'run ' + str(i) if keep else 'warm-up'}: {m['wall_s']:.2f}s "
-            f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s), "
+            f"(timing.total {m['timing'].get('total_s', float('nan')):.2f}s, "
+            f"{m['timing'].get('onnx_runs')} ONNX runs), "
             f"RSS {m['rss_mb']:.0f} MB, exit {m['exit_code']}, load {m['load_before']:.1f}")
+        return m
+
+    def choose_budget(unbounded_rss_mb):
+        """Halfway between the least budget the check accepts and the unbounded peak."""
+        m = measure(ac_cmd + ["--max-memory", "1M"], log_dir=logs, label="budget-probe")
+        found = re.search(r"use at least --max-memory (\d+) MB", m["stderr_tail"])
+        if found is None:
+            raise RuntimeError(f"{name}: no budget suggestion: {m['stderr_tail'][-800:]}")
+        least = int(found.group(1))
+        res["budget_mb"] = int(max(least * 1.1, (least + unbounded_rss_mb) / 2))
+        log(f"  budget      least {least} MB, unbounded peak {unbounded_rss_mb:.0f} MB: "
+            f"--max-memory {res['budget_mb']}M")
 
     log(f"[{name}] input {manifest['input_shape']}, {manifest['parameters'] / 1e6:.1f}M params, "
         f"{args.runs} runs, {args.threads} threads")
+    warm = None
     for i in range(args.warmup):
         run_floor(i, keep=False)
-        run_ac(i, keep=False)
+        warm = run_ac(i, keep=False)
+    if not args.skip_bounded:
+        choose_budget(warm["rss_mb"] if warm else run_ac(0, keep=False)["rss_mb"])
     for i in range(args.runs):
         run_floor(i, keep=True)
         run_ac(i, keep=True)
         if not args.skip_isolate:
-            run_ac(i, keep=True, isolate=True)
+            run_ac(i, keep=True, kind="isolate")
+        if not args.skip_bounded:
+            run_ac(i, keep=True, kind="bounded")
+        if not args.skip_samples:
+            run_ac(i, keep=True, kind="samples")
 
     m = measure(child_cmd("sizes", folder, args.threads), log_dir=logs, label="sizes")
     if m["exit_code"] != 0 or m["result"] is None:
@@ -388,6 +433,7 @@ def bench_model(name, args, log):
             r = m["result"]
             log(f"  verify: {r['verify_s']:.1f}s for {r['values_compared']} values, "
                 f"RSS {m['rss_mb']:.0f} MB, load {m['load_before']:.1f}")
+    res["samples_n"] = None if args.skip_samples else args.samples
     return res
 
 
@@ -429,6 +475,24 @@ def summarise(res, overhead):
     row["iso_rss"] = median([m["rss_mb"] for m in iso]) if iso else None
     row["iso_timing_s"] = median([m["timing"].get("isolation_s") for m in iso]) if iso else None
     row["ratio_isolate"] = row["iso_s"] / row["ac_s"] if iso and row["ac_s"] else None
+    bounded = res.get("bounded") or []
+    row["budget_mb"] = res.get("budget_mb")
+    row["bounded_s"] = median([m["wall_s"] for m in bounded]) if bounded else None
+    row["bounded_rss"] = median([m["rss_mb"] for m in bounded]) if bounded else None
+    row["bounded_onnx_runs"] = median([m["timing"].get("onnx_runs") for m in bounded])
+    row["bounded_onnx_run_s"] = median([m["timing"].get("onnx_run_s") for m in bounded])
+    row["ratio_bounded"] = row["bounded_s"] / row["ac_s"] if bounded and row["ac_s"] else None
+    row["bounded_same"] = (all(m["layers_digest"] == ac[0]["layers_digest"] for m in bounded)
+                           if bounded else None)
+    samples = res.get("samples") or []
+    row["samples_s"] = median([m["wall_s"] for m in samples]) if samples else None
+    row["samples_n"] = res.get("samples_n")
+    two_forwards = (floor_parts["torch_forward_s"] or 0) + (floor_parts["ort_run_s"] or 0)
+    row["two_forwards_s"] = two_forwards
+    row["per_sample_s"] = row["ratio_sample"] = None
+    if samples and row["samples_n"] and row["samples_n"] > 1:
+        row["per_sample_s"] = (row["samples_s"] - row["ac_s"]) / (row["samples_n"] - 1)
+        row["ratio_sample"] = row["per_sample_s"] / two_forwards if two_forwards else None
     v = res.get("verify")
     row["verify_s"] = row["verify_rss"] = row["ratio_verify"] = None
     row["verify_lower_bound"] = False
@@ -522,6 +586,40 @@ def render(rows, args, overhead, started, finished, load_start, load_end, before
              "time; (c) the verify_onnx_program call alone (load excluded). Activations+weights: "
              "bytes of every tensor captured on both sides (TorchScript top-level node outputs, "
              "ONNX node outputs) plus both model files.")
+    if any(r["bounded_s"] is not None for r in rows):
+        L.append("")
+        L.append(f"| model | align-check s (b) | --max-memory s (e) | (e)/(b) ≤ "
+                 f"{TARGET_BOUNDED_RATIO:g} | budget MB | peak RSS MB (b) / (e) | ONNX runs (e) | "
+                 "timing.onnx_run_s (b) / (e) | statistics = (b) |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for r in rows:
+            L.append(
+                f"| {r['model']} | {fmt(r['ac_s'])} | {fmt(r['bounded_s'])} | "
+                f"{mark(r['ratio_bounded'], TARGET_BOUNDED_RATIO, True)} | "
+                f"{fmt(r['budget_mb'], '.0f')} | {fmt(r['ac_rss'], '.0f')} / "
+                f"{fmt(r['bounded_rss'], '.0f')} | {fmt(r['bounded_onnx_runs'], '.0f')} | "
+                f"{fmt(r['ac_timing']['onnx_run_s'])} / {fmt(r['bounded_onnx_run_s'])} | "
+                f"{'–' if r['bounded_same'] is None else ('yes' if r['bounded_same'] else 'NO')} |")
+        L.append("")
+        L.append("(e) is (b) under --max-memory, the budget halfway between the least the check "
+                 "accepts and (b)'s peak: the ONNX side runs in groups, each a graph segment fed "
+                 "from the previous cut. Statistics = (b): verdict, layers and outputs of the "
+                 "JSON report identical.")
+    if any(r["samples_s"] is not None for r in rows):
+        L.append("")
+        L.append(f"| model | align-check s (b) | --samples N s (f) | N | one more sample s | "
+                 f"two plain forwards s | ratio ≤ {TARGET_SAMPLE_RATIO:g} |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            L.append(
+                f"| {r['model']} | {fmt(r['ac_s'])} | {fmt(r['samples_s'])} | "
+                f"{r['samples_n'] or '–'} | {fmt(r['per_sample_s'])} | "
+                f"{fmt(r['two_forwards_s'])} | "
+                f"{mark(r['ratio_sample'], TARGET_SAMPLE_RATIO, True)} |")
+        L.append("")
+        L.append("(f) is (b) on N random samples instead of the inputs file; one more sample is "
+                 "((f) − (b)) / (N − 1); two plain forwards are the floor's TorchScript forward "
+                 "plus its ONNX Runtime run (all outputs).")
     if any(r["iso_s"] is not None for r in rows):
         L.append("")
         L.append("| model | align-check s (b) | with --isolate s (d) | (d)/(b) ≤ 1.5 | "
@@ -613,6 +711,9 @@ def main(argv=None) -> int:
                     help="threads for libtorch and ONNX Runtime on every side (default: CPUs)")
     ap.add_argument("--skip-verify", action="store_true", help="leave out (c)")
     ap.add_argument("--skip-isolate", action="store_true", help="leave out (d)")
+    ap.add_argument("--skip-bounded", action="store_true", help="leave out (e)")
+    ap.add_argument("--skip-samples", action="store_true", help="leave out (f)")
+    ap.add_argument("--samples", type=int, default=8, help="samples of (f)")
     ap.add_argument("--verify-timeout", type=float, default=3600.0,
                     help="seconds before (c) is killed and reported as a lower bound")
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "align-check")

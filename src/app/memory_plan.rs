@@ -1,6 +1,7 @@
 //! How a check keeps its tensors: within `--max-memory` when given, and otherwise within
 //! what the machine has free when capturing everything would not fit there, so that a large
-//! model completes (slower, in groups) instead of being killed for memory.
+//! model completes (in groups, each a segment of the graph fed from the one before) instead
+//! of being killed for memory.
 
 use crate::capture::available_memory::{automatic_budget, available_bytes};
 use crate::capture::memory::{self, show_bytes, MemoryPlan};
@@ -50,6 +51,9 @@ pub fn plan(cfg: &CheckConfig, onnx: OnnxRunner) -> Result<(OnnxRunner, MemoryPl
         ),
         None => e,
     })?;
+    let mut onnx = onnx;
+    // Under -v the runner says which groups could not run as a segment of the graph.
+    onnx.verbose = cfg.verbose;
     Ok((onnx, plan))
 }
 

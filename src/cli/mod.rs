@@ -388,7 +388,9 @@ pub struct RuntimeArgs {
 
     /// Keep the whole process under SIZE of resident memory (800M, 4G): both sides' captured
     /// tensors go to a temporary file and ONNX Runtime's values are fetched in several runs,
-    /// with results identical to an unbounded run. Without it each runtime runs once, ONNX
+    /// each a segment of the graph fed from the one before (about one forward pass in all),
+    /// with results identical to an unbounded run (half-precision models: up to the last bits,
+    /// see docs/usage.md). Without it each runtime runs once, ONNX
     /// Runtime's values stay in memory and TorchScript's go to the temporary file (fastest).
     /// Must cover the two loaded models; a budget too small says what would fit
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, help_heading = "Runtimes")]

@@ -12,6 +12,8 @@
 //! group: ONNX Runtime holds every graph output of a run until the run ends, fetched or not.
 //! Those sessions are built from the graph's structure with the weights moved to a temporary
 //! external-data file (`weights.rs`), so building one does not copy the weights again. Each
+//! group runs only the segment of the graph that computes it, fed from the values earlier
+//! groups fetched (`segmented.rs`), so that the groups together cost about one forward. Each
 //! value is kept as the caller's [`Keep`] says the moment it is converted.
 //! `run_plain` runs the unmodified model with the same session options; tests use it to prove
 //! that instrumenting the model does not change its answer.
@@ -20,6 +22,7 @@ use super::convert::{from_ort, to_ort};
 use super::expose::{expose_all, ExposedValue};
 use super::model::OnnxModel;
 use super::runtime;
+use super::segmented;
 use super::signature::{self, Dim, InputSpec};
 use crate::capture::store::{Keep, Stored};
 use crate::capture::tensor::{format_shape, DType, HostTensor};
@@ -40,6 +43,15 @@ pub fn capture(
     custom_ops: Option<&Path>,
 ) -> Result<Capture> {
     OnnxRunner::new(model, threads, custom_ops)?.capture(inputs, &Keep::Memory, None)
+}
+
+/// How one group's run may hold its bytes under a memory budget.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupSplit {
+    /// Estimated bytes of the values one run fetches.
+    pub fetch: u64,
+    /// Bytes of earlier values a segment may be fed (more runs the whole graph instead).
+    pub feed: u64,
 }
 
 /// How the runner gets its sessions.
@@ -72,6 +84,10 @@ pub struct OnnxRunner {
     estimates: HashMap<String, u64>,
     /// ONNX Runtime runs the last capture took (more than one under a memory budget).
     pub runs_last_capture: usize,
+    /// Of those, the groups that ran the whole graph instead of a segment.
+    pub whole_graph_runs_last_capture: usize,
+    /// `-v`: say on stderr why a group runs the whole graph instead of a segment.
+    pub verbose: bool,
 }
 
 impl OnnxRunner {
@@ -155,6 +171,8 @@ impl OnnxRunner {
             custom_ops: custom_ops.map(Path::to_path_buf),
             estimates,
             runs_last_capture: 0,
+            whole_graph_runs_last_capture: 0,
+            verbose: false,
         })
     }
 
@@ -248,16 +266,32 @@ impl OnnxRunner {
     }
 
     /// Runs the instrumented model on `inputs` and returns every value, each kept as `keep`
-    /// says. A runner prepared for groups fetches values in groups of about `group_bytes`;
-    /// one with a single session fetches everything in one run.
+    /// says. A runner prepared for groups fetches values in groups whose run holds about
+    /// `group_bytes` (half fetched, half fed from the cut); one with a single session
+    /// fetches everything in one run.
     pub fn capture(
         &mut self,
         inputs: &[(String, HostTensor)],
         keep: &Keep,
         group_bytes: Option<u64>,
     ) -> Result<Capture> {
+        let split = group_bytes.map(|b| GroupSplit {
+            fetch: segmented::fetch_share(b),
+            feed: segmented::feed_share(b),
+        });
+        self.capture_split(inputs, keep, split)
+    }
+
+    /// [`Self::capture`] with the group's bytes split as given between the values a run
+    /// fetches and the cut values it is fed.
+    pub fn capture_split(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+        keep: &Keep,
+        split: Option<GroupSplit>,
+    ) -> Result<Capture> {
         let feed = match_inputs(&self.path, &self.specs, inputs)?;
-        let mut fetched = self.fetch(&feed, keep, group_bytes)?;
+        let mut fetched = self.fetch(&feed, keep, split)?;
         let mut described = Described {
             values: Vec::new(),
             uncapturable: self.uncapturable.clone(),
@@ -279,27 +313,48 @@ impl OnnxRunner {
         &mut self,
         feed: &[&HostTensor],
         keep: &Keep,
-        group_bytes: Option<u64>,
+        split: Option<GroupSplit>,
     ) -> Result<Fetched> {
-        let group_bytes = match self.sessions {
+        let split = match self.sessions {
             Sessions::All(_) => None,
-            Sessions::PerGroup { .. } => group_bytes,
+            Sessions::PerGroup { .. } => split,
         };
-        let groups = self.groups(self.fetch_list(), group_bytes);
+        let groups = self.groups(self.fetch_list(), split.map(|s| s.fetch));
         self.runs_last_capture = groups.len();
+        self.whole_graph_runs_last_capture = 0;
         let mut fetched: Fetched = HashMap::new();
-        for group in &groups {
-            // One session per group under a budget, dropped (with what it allocated) before
-            // the next one is built.
-            let mut own = self.group_session(group)?;
-            let session = match (&mut own, &mut self.sessions) {
-                (Some(s), _) => s,
-                (None, Sessions::All(s)) => s,
-                (None, Sessions::PerGroup { .. }) => {
-                    bail!("internal error: no session for a group")
+        for (k, group) in groups.iter().enumerate() {
+            let segment = match &mut self.sessions {
+                Sessions::PerGroup { model, .. } => Some(segmented::run(
+                    segmented::SegmentRun {
+                        model,
+                        specs: &self.specs,
+                        feed,
+                        fetched: &fetched,
+                        feed_allowance: split.map_or(0, |s| s.feed),
+                        threads: self.threads,
+                        custom_ops: self.custom_ops.as_deref(),
+                    },
+                    group,
+                )),
+                Sessions::All(_) => None,
+            };
+            let mut results = match segment {
+                Some(Ok(results)) => results,
+                segment => {
+                    if let Some(Err(why)) = segment {
+                        self.whole_graph_runs_last_capture += 1;
+                        if self.verbose {
+                            eprintln!(
+                                "align-check: ONNX group {} of {} runs the whole graph instead of a segment: {why}",
+                                k + 1,
+                                groups.len()
+                            );
+                        }
+                    }
+                    self.run_whole(group, feed)?
                 }
             };
-            let mut results = run(session, &self.path, &self.specs, feed)?;
             for name in group {
                 // Taking the ort value out of the map frees it as soon as it is converted.
                 let taken = match results.remove(name) {
@@ -314,7 +369,29 @@ impl OnnxRunner {
                 fetched.insert(name.clone(), taken);
             }
         }
+        if self.verbose && matches!(self.sessions, Sessions::PerGroup { .. }) {
+            eprintln!(
+                "align-check: ONNX values fetched in {} run(s): {} graph segment(s) fed from the previous cut, {} whole-graph run(s)",
+                groups.len(),
+                groups.len() - self.whole_graph_runs_last_capture,
+                self.whole_graph_runs_last_capture
+            );
+        }
         Ok(fetched)
+    }
+
+    /// One run of the whole graph for `group`: the single session, or under a budget one
+    /// built to expose only the group (dropped, with what it allocated, after the run).
+    fn run_whole(&mut self, group: &[String], feed: &[&HostTensor]) -> Result<RunOutputs> {
+        let mut own = self.group_session(group)?;
+        let session = match (&mut own, &mut self.sessions) {
+            (Some(s), _) => s,
+            (None, Sessions::All(s)) => s,
+            (None, Sessions::PerGroup { .. }) => {
+                bail!("internal error: no session for a group")
+            }
+        };
+        run(session, &self.path, &self.specs, feed)
     }
 
     /// The graph inputs, first in the capture, as they were fed.
@@ -434,7 +511,7 @@ impl OnnxRunner {
 
 /// What a run handed back, by value name: the kept tensor with its type and shape, or why
 /// it could not be kept.
-type Fetched = HashMap<String, Result<(DType, Vec<usize>, Stored)>>;
+pub(super) type Fetched = HashMap<String, Result<(DType, Vec<usize>, Stored)>>;
 
 /// A capture being described, value by value.
 struct Described {

@@ -6,7 +6,8 @@
 //! `constant_scalar`, `unroll`, `inline_if`, `graph_edit`), `expose`, `dequantize`, `segment`
 //! and `training` work on the protobuf alone and never touch ONNX Runtime, so they are
 //! unit-tested without the shared library;
-//! `runtime`, `convert` and `capture` are the only places that use `ort`.
+//! `runtime`, `convert`, `capture` and `segmented` (a budget's groups run as consecutive
+//! graph segments) are the only places that use `ort`.
 
 pub mod capture;
 pub mod constant_scalar;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod runtime;
 pub mod scope;
 pub mod segment;
+pub mod segmented;
 pub mod session_settings;
 pub mod signature;
 #[cfg(test)]

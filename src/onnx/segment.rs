@@ -73,6 +73,18 @@ pub fn cut(
     // Cut where the capture looked: a quantised value is its float, fed and fetched as such.
     let contract_outputs = model.graph.as_ref().map_or(0, |g| g.output.len());
     super::dequantize::make_observable(model, contract_outputs);
+    cut_observable(model, cuts, fetch, weights)
+}
+
+/// [`cut`] on a model whose control flow and quantised values are already made observable
+/// (the capture's instrumented model), which a runner cutting it once per group of values
+/// need not redo each time.
+pub fn cut_observable(
+    model: &mut proto::ModelProto,
+    cuts: &[Cut],
+    fetch: &[String],
+    weights: Weights,
+) -> Result<Segment> {
     let Some(graph) = model.graph.as_mut() else {
         bail!("the ONNX model has no graph");
     };

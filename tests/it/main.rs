@@ -14,6 +14,7 @@ mod common;
 mod junit_xml;
 
 mod bad_input;
+mod bounded_segments;
 mod capture_fixtures;
 mod check_fixtures;
 mod control_flow;
