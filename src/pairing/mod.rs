@@ -10,10 +10,12 @@
 
 mod align;
 mod dataflow;
+mod dataflow_owner;
 mod decomposition;
 mod finish;
 mod fused_nodes;
 mod fusion;
+mod identities;
 mod kept_control_flow;
 mod left_open;
 pub mod ops;
@@ -47,6 +49,7 @@ pub enum PairedBy {
     DecomposedOp,
     UncrossSiblings,
     Dataflow,
+    DataflowOwner,
     Scopeless,
     LeftOpen,
 }
@@ -63,6 +66,7 @@ impl PairedBy {
             PairedBy::DecomposedOp => "decomposed_op",
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",
+            PairedBy::DataflowOwner => "dataflow_owner",
             PairedBy::Scopeless => "scopeless",
             PairedBy::LeftOpen => "left_open",
         }
@@ -382,6 +386,7 @@ impl<'a> Pairer<'a> {
             .iter()
             .copied()
             .filter(|&id| !vanishes_in_onnx(&self.torch.values[id].op))
+            .filter(|id| !self.state.identities.contains(id))
             .collect();
         if self.is_leaf_group(key) {
             comparable.last().copied().into_iter().collect()
