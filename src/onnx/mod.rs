@@ -22,6 +22,7 @@ pub mod runtime;
 pub mod scope;
 pub mod segment;
 pub mod segmented;
+pub mod session_run;
 pub mod session_settings;
 pub mod signature;
 #[cfg(test)]

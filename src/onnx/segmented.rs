@@ -17,10 +17,10 @@
 //! graph computes (a graph input or weight passed through to an output), or when ONNX Runtime
 //! refuses the segment; the caller says why under `-v`.
 
-use super::capture::{ort_input, run_values, Fetched, RunOutputs};
 use super::model::OnnxModel;
 use super::runtime;
 use super::segment::{cut_observable, Cut, Weights};
+use super::session_run::{ort_input, run_values, Fetched, RunOutputs};
 use super::signature::{onnx_from_dtype, InputSpec};
 use crate::capture::tensor::HostTensor;
 use prost::Message;

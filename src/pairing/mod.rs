@@ -11,12 +11,14 @@
 mod align;
 mod common_root;
 mod dataflow;
+mod dataflow_owner;
 mod decomposition;
 mod finish;
 mod folded_affine;
 mod folded_scale;
 mod fused_nodes;
 mod fusion;
+mod identities;
 mod kept_control_flow;
 mod left_open;
 pub mod ops;
@@ -52,6 +54,7 @@ pub enum PairedBy {
     DecomposedOp,
     UncrossSiblings,
     Dataflow,
+    DataflowOwner,
     Scopeless,
     LeftOpen,
 }
@@ -69,6 +72,7 @@ impl PairedBy {
             PairedBy::DecomposedOp => "decomposed_op",
             PairedBy::UncrossSiblings => "uncross_siblings",
             PairedBy::Dataflow => "dataflow",
+            PairedBy::DataflowOwner => "dataflow_owner",
             PairedBy::Scopeless => "scopeless",
             PairedBy::LeftOpen => "left_open",
         }
@@ -395,6 +399,7 @@ impl<'a> Pairer<'a> {
             .iter()
             .copied()
             .filter(|&id| !vanishes_in_onnx(&self.torch.values[id].op))
+            .filter(|id| !self.state.identities.contains(id))
             .collect();
         if self.is_leaf_group(key) {
             comparable.last().copied().into_iter().collect()

@@ -17,6 +17,11 @@ pub(super) struct Pass {
 }
 
 pub(super) const PASSES: &[Pass] = &[
+    // Slices and expands that keep all of their input (`x[:, :]`): aliases, not aligned.
+    Pass {
+        name: "identities",
+        run: |p| p.mark_identities(),
+    },
     // A module called several times in a row, one run on the TorchScript side: split.
     Pass {
         name: "repeated_calls",
@@ -61,6 +66,11 @@ pub(super) const PASSES: &[Pass] = &[
     Pass {
         name: "dataflow",
         run: |p| p.repair_dataflow(),
+    },
+    // An ONNX value off its pair's dataflow, given to the value of its call it follows.
+    Pass {
+        name: "dataflow_owner",
+        run: |p| p.hand_over_by_dataflow(),
     },
     // A Linear compared with a bias-less MatMul (its bias moved into a fused node): unpaired.
     Pass {
@@ -126,6 +136,7 @@ mod tests {
             PairedBy::DecomposedOp,
             PairedBy::UncrossSiblings,
             PairedBy::Dataflow,
+            PairedBy::DataflowOwner,
             PairedBy::Scopeless,
             PairedBy::LeftOpen,
         ];

@@ -67,16 +67,14 @@ impl Pairer<'_> {
     /// the values around it agree.
     fn is_relaid_layout(&self, t: usize, consumers: &[Vec<usize>]) -> bool {
         let tv = &self.torch.values;
-        let Some(made) = self.state.get(t) else {
-            return false;
-        };
-        if made.certain
-            || !is_layout(&tv[t], &self.onnx.values[made.onnx])
-            || self.distance(t, made.onnx) < APART
-        {
+        if !self.is_apart_layout(t) {
             return false;
         }
-        let has_twin = |u: usize| self.twin(u).is_some();
+        // A chain of layout ops ONNX arranged in another order (a key's view, permute, view
+        // and transpose, met by shape with Reshape/Transpose nodes of other arrangements)
+        // leaves several such pairs in a row, each seeming to confirm the next: look through
+        // them to the values the chain starts from and feeds.
+        let has_twin = |u: usize| self.twin(u).is_some() && !self.is_apart_layout(u);
         let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
         let before = nearest_paired(&tv[t].inputs, |u| tv[u].inputs.clone(), has_twin);
         let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin);
@@ -84,5 +82,15 @@ impl Pairer<'_> {
             && !after.is_empty()
             && before.iter().all(|&u| agrees(u))
             && after.iter().all(|&v| agrees(v))
+    }
+
+    /// Whether paired TorchScript value `t` is a layout op that no structure made certain
+    /// and whose twin holds other data.
+    fn is_apart_layout(&self, t: usize) -> bool {
+        self.state.get(t).is_some_and(|made| {
+            !made.certain
+                && is_layout(&self.torch.values[t], &self.onnx.values[made.onnx])
+                && self.distance(t, made.onnx) >= APART
+        })
     }
 }

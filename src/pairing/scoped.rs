@@ -135,9 +135,20 @@ impl Pairer<'_> {
         };
         let found = align::align(reps.len(), o_ids.len(), fits);
         let mut out = Vec::with_capacity(found.len());
-        let mut lower = 0;
+        let (mut lower, mut lower_t) = (0, 0);
         for (k, &(i, j)) in found.iter().enumerate() {
             let upper = found.get(k + 1).map_or(o_ids.len(), |&(_, next)| next);
+            // The other way round too: several TorchScript values between their neighbours
+            // may fit this ONNX value (ONNX lost one of two alike adds to a fusion; both
+            // read only the same paired producers): the values choose which it computes.
+            let upper_t = found.get(k + 1).map_or(reps.len(), |&(next, _)| next);
+            let rivals: Vec<usize> = (lower_t..upper_t).filter(|&r| fits(r, j)).collect();
+            let i = if rivals.len() > 1 {
+                self.closest_torch(o_ids[j], &rivals, reps).unwrap_or(i)
+            } else {
+                i
+            };
+            lower_t = i + 1;
             let candidates: Vec<usize> = (lower..upper)
                 .filter(|&c| c == j || (fits(i, c) && !self.state.is_taken(o_ids[c])))
                 .collect();
@@ -182,6 +193,21 @@ impl Pairer<'_> {
         best.map(|(_, c)| c)
     }
 
+    /// The candidate (index into `reps`) whose TorchScript value is closest to ONNX value
+    /// `o`, the later one on a tie; `None` when some data is not at hand.
+    fn closest_torch(&self, o: usize, candidates: &[usize], reps: &[usize]) -> Option<usize> {
+        let test = self.onnx.values[o].data().ok()?;
+        let mut best: Option<(f64, usize)> = None;
+        for &c in candidates.iter().rev() {
+            let reference = self.torch.values[reps[c]].data().ok()?;
+            let d = relative_distance(&test, &reference);
+            if best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
     /// Reasons for the values of a scoped group that found no twin in their scope.
     fn explain_in_scope(&mut self, key: &str, t_ids: &[usize]) {
         let otherwise = format!(
@@ -196,7 +222,7 @@ impl Pairer<'_> {
     fn explain_unpaired(&mut self, key: &str, t_ids: &[usize], otherwise: &str) {
         let call_compared = t_ids.iter().any(|&id| self.state.is_paired(id));
         for &id in t_ids {
-            if self.state.is_paired(id) {
+            if self.state.is_paired(id) || self.state.identities.contains(&id) {
                 continue;
             }
             let op = &self.torch.values[id].op;
@@ -236,7 +262,10 @@ impl Pairer<'_> {
             .iter()
             .filter(|_| !path.is_empty())
             .find(|u| u.module == path || u.module.starts_with(&nested));
-        for &id in t_ids {
+        for &id in t_ids
+            .iter()
+            .filter(|id| !self.state.identities.contains(id))
+        {
             let op = &self.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
                 ("identity in eval mode; ONNX drops it".to_string(), true)

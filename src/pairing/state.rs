@@ -35,6 +35,8 @@ pub(super) struct PairState {
     pub absorbed: HashMap<usize, String>,
     /// TorchScript values whose pair breaks the dataflow (see `dataflow`).
     pub off_dataflow: HashSet<usize>,
+    /// TorchScript layout values equal to their input (see `identities`): not aligned.
+    pub identities: HashSet<usize>,
     /// Pairs a pass undid or moved away from (a Linear met with its bias-less MatMul):
     /// a later pass that fills what is left open does not make them again.
     pub undone: HashSet<(usize, usize)>,

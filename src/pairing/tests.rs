@@ -973,3 +973,172 @@ fn a_norm_weight_folded_into_the_reading_matmul_is_covered_not_failed() {
     );
     assert_eq!(pair_of(&p, tf).unwrap().onnx, of);
 }
+
+#[test]
+fn an_add_fused_into_a_skip_layer_norm_leaves_its_twin_to_the_add_it_computes() {
+    // A block's two residual adds, `x + attn(x)` and `h + mlp(h)`; ONNX Runtime's extended
+    // level fused the second into the next LayerNorm (a scope-less SkipLayerNormalization),
+    // so the block keeps one Add. A planted fault in attn makes that Add's value closest to
+    // the second add's, so the values choose it; the wiring says it is the first one's,
+    // and the fault is then shown at attn and the add it feeds.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let attn = [0.5, -0.5, 1.5, -1.5];
+    let h = [1.5, 1.5, 4.5, 2.5];
+    let n2 = [-1.0, -1.0, 1.0, 0.0];
+    let mlp = [2.0, 1.0, 0.0, -1.0];
+    let out = [3.5, 2.5, 4.5, 1.5];
+    let norm = [0.5, -0.5, 1.5, -1.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let ta = t.op("aten::linear", "blk.attn", &[ti], &attn);
+    let first = t.op("aten::add", "blk", &[ti, ta], &h);
+    let tn2 = t.op("aten::layer_norm", "blk.norm2", &[first], &n2);
+    let tm = t.op("aten::linear", "blk.mlp", &[tn2], &mlp);
+    let second = t.op("aten::add", "blk", &[first, tm], &out);
+    let tn = t.op("aten::layer_norm", "norm", &[second], &norm);
+    t.output(0, tn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oa = o.op("Gemm", "blk.attn", &[oi], &[2.5, 0.5, 1.5, -2.5]);
+    let oadd = o.op("Add", "blk", &[oi, oa], &out);
+    let on2 = o.op(
+        "LayerNormalization",
+        "blk.norm2",
+        &[oadd],
+        &[1.0, -1.0, 1.0, -1.0],
+    );
+    let om = o.op("Gemm", "blk.mlp", &[on2], &[0.0, 1.0, 2.0, 3.0]);
+    let fused = o.op(
+        "com.microsoft::SkipLayerNormalization",
+        "",
+        &[oadd, om],
+        &norm,
+    );
+    o.values[fused].scope_recorded = false;
+    o.values[fused].node = "SkipLayerNormalization".into();
+    o.output(0, fused);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    let add = pair_of(&p, first).expect("the first residual add is paired");
+    assert_eq!(add.onnx, oadd);
+    assert_eq!(add.paired_by, PairedBy::DataflowOwner);
+    assert!(add.certain, "the wiring leaves no other choice");
+    assert!(
+        pair_of(&p, second).is_none(),
+        "no ONNX node computes the fused add alone"
+    );
+    let fused_add = p.unpaired.iter().find(|u| u.id == second).unwrap();
+    assert!(fused_add.accounted, "{}", fused_add.reason);
+    assert_eq!(pair_of(&p, tn).unwrap().onnx, fused);
+    assert_eq!(pair_of(&p, ta).unwrap().onnx, oa);
+    assert!(p.layers.iter().all(|l| l.follows_dataflow));
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn a_full_range_slice_is_an_alias_not_a_layer_that_takes_a_twin() {
+    // attn views v and k, then indexes v with full ranges (`v[:, :]`, a slice that keeps
+    // every element; the exporter emits nothing for it) and adds. The slice takes a place
+    // in the order: it met k's Reshape, k's view met v's, and v's view lost its twin.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let k = t.op("aten::linear", "attn.k_proj", &[ti], &[3.0, 4.0]);
+    let v = t.op("aten::linear", "attn.v_proj", &[ti], &[5.0, 6.0]);
+    let vv = t.op("aten::view", "attn", &[v], &[5.0, 6.0]);
+    let kv = t.op("aten::view", "attn", &[k], &[3.0, 4.0]);
+    let vs = t.op("aten::slice", "attn", &[vv], &[5.0, 6.0]);
+    let sum = t.op("aten::add", "attn", &[kv, vs], &[8.0, 10.0]);
+    t.output(0, sum);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let ok = o.op("Gemm", "attn.k_proj", &[oi], &[3.0, 4.0]);
+    let ov = o.op("Gemm", "attn.v_proj", &[oi], &[5.0, 6.0]);
+    let ovv = o.op("Reshape", "attn", &[ov], &[5.0, 6.0]);
+    let okv = o.op("Reshape", "attn", &[ok], &[3.0, 4.0]);
+    let osum = o.op("Add", "attn", &[okv, ovv], &[8.0, 10.0]);
+    o.output(0, osum);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    assert!(
+        pair_of(&p, vs).is_none(),
+        "a slice that keeps everything is not compared"
+    );
+    let alias = p.unpaired.iter().find(|u| u.id == vs).unwrap();
+    assert!(
+        alias.accounted && alias.reason.contains("equals its input"),
+        "{}",
+        alias.reason
+    );
+    assert_eq!(pair_of(&p, vv).unwrap().onnx, ovv);
+    assert_eq!(pair_of(&p, kv).unwrap().onnx, okv);
+    assert_eq!(pair_of(&p, sum).unwrap().onnx, osum);
+    assert!(p.layers.iter().all(|l| l.follows_dataflow));
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn two_adds_that_read_the_same_producers_meet_their_one_onnx_add_by_value() {
+    // BERT's embeddings add the token-type and then the position embeddings (both from
+    // buffers, folded: neither is a layer), then LayerNorm; ONNX Runtime's extended level
+    // fused the second add into a scope-less SkipLayerNormalization. Both adds read only
+    // the word embedding's twin, so the wiring cannot tell them apart: the values choose.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let word = [2.0, 1.0, 4.0, 3.0];
+    let first = [2.5, 1.5, 4.5, 3.5];
+    let second = [3.0, 1.0, 5.0, 3.0];
+    let norm = [0.0, -1.0, 1.0, 0.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tw = t.op("aten::linear", "emb.word", &[ti], &word);
+    let a1 = t.op("aten::add", "emb", &[tw], &first);
+    let a2 = t.op("aten::add", "emb", &[a1], &second);
+    let tn = t.op("aten::layer_norm", "emb.norm", &[a2], &norm);
+    t.output(0, tn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ow = o.op("Gemm", "emb.word", &[oi], &word);
+    let oadd = o.op("Add", "emb", &[ow], &first);
+    let fused = o.op("com.microsoft::SkipLayerNormalization", "", &[oadd], &norm);
+    o.values[fused].scope_recorded = false;
+    o.output(0, fused);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    let add = pair_of(&p, a1).expect("the first add is paired");
+    assert_eq!(add.onnx, oadd);
+    assert!(!add.certain, "the values chose it");
+    assert!(pair_of(&p, a2).is_none());
+    assert_eq!(pair_of(&p, tn).unwrap().onnx, fused);
+}
+
+#[test]
+fn a_chain_of_layout_ops_arranged_otherwise_is_unpaired_as_a_whole() {
+    // A key's two layout ops before a matmul; ONNX did the same rearrangement with two
+    // layout nodes in another order, so each pair holds other data while what the chain
+    // reads and feeds agrees. Each wrong pair must not seem to confirm the other.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let lin = t.op("aten::linear", "attn.key", &[ti], &x);
+    let tr1 = t.op("aten::transpose", "attn", &[lin], &[1.0, 3.0, 2.0, 4.0]);
+    let tr2 = t.op("aten::permute", "attn", &[tr1], &[4.0, 3.0, 2.0, 1.0]);
+    let mm = t.op("aten::matmul", "attn", &[tr2], &[9.0, 8.0, 7.0, 6.0]);
+    t.output(0, mm);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let olin = o.op("MatMul", "attn.key", &[oi], &x);
+    let otr1 = o.op("Transpose", "attn", &[olin], &[2.0, 1.0, 4.0, 3.0]);
+    let otr2 = o.op("Transpose", "attn", &[otr1], &[3.0, 4.0, 1.0, 2.0]);
+    let omm = o.op("MatMul", "attn", &[otr2], &[9.0, 8.0, 7.0, 6.0]);
+    o.output(0, omm);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for id in [tr1, tr2] {
+        assert!(
+            pair_of(&p, id).is_none(),
+            "value {id} keeps a twin of other data"
+        );
+        let u = p.unpaired.iter().find(|u| u.id == id).unwrap();
+        assert!(u.accounted, "{}", u.reason);
+    }
+    assert_eq!(pair_of(&p, mm).unwrap().onnx, omm);
+    assert_eq!(pair_of(&p, lin).unwrap().onnx, olin);
+}

@@ -1,0 +1,61 @@
+//! TorchScript layout values that equal their input: aliases the exporters drop, kept out of
+//! the alignment.
+//!
+//! Indexing with full ranges (`x[:, :, None, :, :]` in Hugging Face's `repeat_kv`, which
+//! every llama-family attention calls) is recorded by TorchScript as a chain of
+//! `aten::slice` ops over the whole of each dim; the exporters emit no node for a slice that
+//! keeps everything. Each such slice still takes a place in the order-keeping alignment,
+//! where it meets whichever free layout node of its shape is left in the scope (a key's
+//! Transpose that an optimiser sorted earlier), is compared with it and fails at every
+//! element, while the layout values it displaced lose their twins. A slice, narrow or expand
+//! whose value has its input's shape, dtype and every element is that input: it computes
+//! nothing, so it is neither aligned nor compared, and counts as covered (its input is
+//! compared). This reads TorchScript's values only; nothing on the ONNX side is judged by it.
+
+use super::{is_layer_candidate, relative_distance, Pairer};
+
+impl Pairer<'_> {
+    pub(super) fn mark_identities(&mut self) {
+        let tv = &self.torch.values;
+        let identities: Vec<(usize, usize)> = tv
+            .iter()
+            .filter(|v| is_layer_candidate(v) && selects(&v.op))
+            .filter_map(|v| {
+                v.inputs
+                    .iter()
+                    .copied()
+                    .filter(|&u| u < v.id)
+                    .find(|&u| equals(&tv[u], v))
+                    .map(|u| (v.id, u))
+            })
+            .collect();
+        for (t, input) in identities {
+            let reason = format!(
+                "equals its input {} (an identity the exporter drops)",
+                tv[input].name
+            );
+            self.state.identities.insert(t);
+            self.state.reason.insert(t, (reason, true));
+        }
+    }
+}
+
+/// Ops that select or broadcast part of their input, and keep all of it when their range
+/// is full (`x[:, :]`, `narrow` over a whole dim, `expand` to the same shape). A reshape
+/// or permutation that keeps its input's shape is left to the alignment: it is rare, and
+/// met by its own ONNX node when the exporter keeps one.
+fn selects(op: &str) -> bool {
+    let name = op.strip_prefix("aten::").unwrap_or(op);
+    matches!(name, "slice" | "narrow" | "expand" | "expand_as")
+}
+
+/// Whether `v` holds exactly the tensor `input` holds: the same shape, dtype and elements.
+fn equals(input: &crate::capture::CapturedValue, v: &crate::capture::CapturedValue) -> bool {
+    if input.shape != v.shape || input.dtype != v.dtype {
+        return false;
+    }
+    match (input.data(), v.data()) {
+        (Ok(a), Ok(b)) => relative_distance(&b, &a) == 0.0,
+        _ => false,
+    }
+}
