@@ -93,18 +93,11 @@ impl Pairer<'_> {
                 continue;
             }
             let v = chain[best];
-            self.state.unassign(u);
-            self.state.assign(v, o, PairedBy::FoldedAffine, false);
-            let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
-            for &absorbed in &chain[..best] {
-                fused.push(absorbed);
-                let reason = format!(
-                    "fused into ONNX node {} (compared after the constant {} it absorbed)",
-                    ov[o].node, tv[v].op
-                );
-                self.state.reason.insert(absorbed, (reason, true));
-            }
-            self.state.fused_into.insert(v, fused);
+            let reason = format!(
+                "fused into ONNX node {} (compared after the constant {} it absorbed)",
+                ov[o].node, tv[v].op
+            );
+            self.move_down_chain(&chain[..=best], o, PairedBy::FoldedAffine, &reason);
         }
     }
 }

@@ -93,19 +93,36 @@ impl Pairer<'_> {
                 continue;
             }
             let v = chain[best];
-            self.state.unassign(u);
-            self.state.assign(v, o, PairedBy::Fusion, false);
-            let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
-            for &absorbed in &chain[..best] {
-                fused.push(absorbed);
-                let reason = format!(
-                    "fused into ONNX node {} (compared after {})",
-                    ov[o].node, path_of[&v]
-                );
-                self.state.reason.insert(absorbed, (reason, true));
-            }
-            self.state.fused_into.insert(v, fused);
+            let reason = format!(
+                "fused into ONNX node {} (compared after {})",
+                ov[o].node, path_of[&v]
+            );
+            self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason);
         }
+    }
+
+    /// Moves the pair of `chain[0]` with ONNX value `o` to the chain's last value, the one
+    /// the node computes: the values before it are fused into the node, covered with
+    /// `reason`. Shared by `fusion` (a node that also computes the modules after its own) and
+    /// `folded_affine` (a node that absorbed the constant op after it).
+    pub(super) fn move_down_chain(
+        &mut self,
+        chain: &[usize],
+        o: usize,
+        by: PairedBy,
+        reason: &str,
+    ) {
+        let (u, v) = (chain[0], chain[chain.len() - 1]);
+        self.state.unassign(u);
+        self.state.assign(v, o, by, false);
+        let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
+        for &absorbed in &chain[..chain.len() - 1] {
+            fused.push(absorbed);
+            self.state
+                .reason
+                .insert(absorbed, (reason.to_string(), true));
+        }
+        self.state.fused_into.insert(v, fused);
     }
 
     /// An unpaired conv whose consumer module is paired with a node of the conv's own kind
