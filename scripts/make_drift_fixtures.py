@@ -12,6 +12,10 @@ error names the first block where the sum shows.
   block; the first layer failing in isolation, the first divergence, must be blocks.12.fc.
 - drift_only: the drift alone. No layer fails in isolation, the outputs do: the verdict
   must be accumulated drift, not a culprit.
+- rounding_only: a clean export of another network, 32 tanh blocks in the chaotic regime
+  (weights at 3x the steady gain). Nothing is planted: float32 rounding alone, amplified
+  block after block, moves ONNX Runtime's output beyond the default output tolerance, and
+  PyTorch's own float32 output is as far from its float64 one (expected.json records both).
 
 expected.json in each folder says what tests/isolation.rs checks against. Random weights,
 seeded. Run with the pinned interpreter: .venv/bin/python scripts/make_drift_fixtures.py
@@ -35,6 +39,10 @@ BLOCKS = 16
 DRIFT = 1.5e-5
 FAULT_BLOCK = 12
 FAULT_SCALE = 1.05
+# The chaotic network: tanh blocks whose weights have 3x the gain that keeps activations
+# steady, so that a difference of one rounding grows by orders of magnitude through them.
+CHAOTIC_BLOCKS = 32
+CHAOTIC_GAIN = 3.0
 
 
 class Block(torch.nn.Module):
@@ -63,6 +71,54 @@ class DeepMlp(torch.nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.head(x)
+
+
+class ChaoticMlp(torch.nn.Module):
+    """A random network in its chaotic regime: it amplifies float32 rounding by itself."""
+
+    def __init__(self, width=64):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh())
+            for _ in range(CHAOTIC_BLOCKS))
+        self.head = torch.nn.Linear(width, 4)
+        with torch.no_grad():
+            for b in self.blocks:
+                torch.nn.init.normal_(b[0].weight, std=CHAOTIC_GAIN / width ** 0.5)
+                b[0].bias.zero_()
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def write_rounding_only(out):
+    """A clean export of ChaoticMlp: ONNX Runtime's output differs from PyTorch's beyond the
+    default output tolerance, yet no more than PyTorch's own float32 result differs from its
+    float64 one (both are recorded, computed here without align-check)."""
+    folder = os.path.join(out, "rounding_only")
+    os.makedirs(folder)
+    torch.manual_seed(0)
+    model = ChaoticMlp().eval()
+    example = (torch.randn(4, 64),)
+    onnx_path = os.path.join(folder, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex.export_onnx(model, example, onnx_path, "legacy", ["x"], ["y"])
+        torch.jit.trace(model, example).save(os.path.join(folder, "model.pt"))
+    import onnxruntime as ort
+    with torch.no_grad():
+        float32 = model(*example).numpy()
+        float64 = model.double()(example[0].double()).numpy()
+    runtime = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    onnx_out = runtime.run(None, {"x": example[0].numpy()})[0]
+    expected = {"drift_per_block": 0.0, "fault_module": None,
+                "onnx_max_abs": float(np.abs(onnx_out - float32).max()),
+                "float64_max_abs": float(np.abs(float64 - float32).max())}
+    with open(os.path.join(folder, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
+        f.write("\n")
 
 
 def gemm_of_block(model, index):
@@ -116,6 +172,7 @@ def main():
     out = fresh_folder(os.path.join(REPO, "tests", "fixtures"), "drift")
     write_pair(out, "drift_and_fault", fault=True)
     write_pair(out, "drift_only", fault=False)
+    write_rounding_only(out)
     print(f"wrote {sorted(os.listdir(out))} to {out}")
 
 

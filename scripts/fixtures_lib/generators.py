@@ -44,7 +44,8 @@ GENERATORS = (
               "ONNX Runtime's transformer optimiser and onnxslim (needs lib/)",
               "tests/fixtures/optimized/manifest.json", size="1.8 MB", seconds=8),
     Generator("make_drift_fixtures.py", "tests/fixtures/drift/: accumulated drift, with and "
-              "without a fault", "tests/fixtures/drift/drift_and_fault/model.onnx",
+              "without a fault, and a clean network that amplifies rounding",
+              "tests/fixtures/drift/rounding_only/model.onnx",
               size="0.4 MB", seconds=8),
     Generator("make_signature_fixtures.py", "tests/fixtures/signature/: pairs whose two "
               "files come from different tools", "tests/fixtures/signature/manifest.json",

@@ -7,6 +7,7 @@
 use crate::app::isolation;
 use crate::app::onnx_loading::{self, LoadedOnnx, OnnxSettings};
 use crate::app::progress::Progress;
+use crate::app::rounding_reference;
 use crate::app::runner::Runner;
 use crate::app::runtimes::environment;
 use crate::capture::memory::{self, MemoryPlan};
@@ -35,6 +36,7 @@ use crate::report::json::Json;
 use crate::report::terminal::{TableOptions, Terminal};
 use crate::report::{self, Destination, Output};
 use crate::signature::mapping::Mapping;
+use crate::signature::types::ArgValue;
 use crate::signature::{accounting, boundary, SignatureReport};
 use crate::torch::TorchModel;
 use anyhow::Result;
@@ -203,6 +205,8 @@ pub struct Captured {
     pub onnx: Capture,
     /// Bytes this sample's tensors took in the spill file (0 without a budget).
     pub spilled_bytes: u64,
+    /// TorchScript's forward arguments, for the float64 rounding reference.
+    pub args: Vec<ArgValue>,
 }
 
 /// One runtime's capture of one sample, timed.
@@ -296,6 +300,7 @@ pub fn capture_sample(
         onnx,
         // Under a budget both sides share one file.
         spilled_bytes: keep_torch.spilled_bytes().max(keep_onnx.spilled_bytes()),
+        args: sample.torch,
     })
 }
 
@@ -308,6 +313,8 @@ pub struct Accumulator {
     pairing: Option<Pairing>,
     aggregate: Option<SampleAggregate>,
     worst: Option<((usize, f64), Capture, Capture)>,
+    /// The worst sample's TorchScript arguments.
+    worst_args: Vec<ArgValue>,
     first_inputs: Vec<ResolvedInput>,
     signature: SignatureReport,
     labels: Vec<String>,
@@ -328,6 +335,7 @@ impl Accumulator {
             torch,
             onnx,
             spilled_bytes,
+            args,
         } = captured;
         self.spilled_bytes += spilled_bytes;
         if self.pairing.is_none() {
@@ -359,6 +367,7 @@ impl Accumulator {
         };
         if is_worst {
             self.worst = Some((bad, torch, onnx));
+            self.worst_args = args;
         }
         self.labels.push(label);
         Ok(())
@@ -391,6 +400,15 @@ impl Accumulator {
         if isolation.is_some() {
             self.timing.isolation_s = t.elapsed().as_secs_f64();
         }
+        let rounding = rounding_reference::needed(&eval).then(|| {
+            progress.stage("float64 reference: what rounding alone does to the outputs");
+            rounding_reference::apply(
+                &cfg.torch_path,
+                (&self.worst_args, &torch, &pairing),
+                &mut eval,
+                &cfg.policy.outputs,
+            )
+        });
         let repro = match &cfg.repro {
             Some(dir) => {
                 progress.stage("writing the repro bundle");
@@ -431,6 +449,7 @@ impl Accumulator {
             },
         );
         outcome.repro = repro;
+        outcome.rounding_reference = rounding;
         outcome.signature = self.signature;
         Ok(outcome)
     }
@@ -551,6 +570,7 @@ fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
         small_values: eval.small_values,
         discrete_flips: eval.flips,
         isolation,
+        rounding_reference: None,
         repro: None,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
         training_mode: Vec::new(),

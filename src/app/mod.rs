@@ -2,7 +2,8 @@
 //! `Outcome`, its reports and exit code), `inspect` (what one file is and what it offers) and
 //! `summary` (many runs' JSON reports merged into one overview),
 //! the isolation run that says where a failing layer's error is made (`isolation`), the
-//! bundle that reproduces one layer without align-check (`repro`), and
+//! bundle that reproduces one layer without align-check (`repro`), the float64 run that says
+//! what rounding alone does to the outputs (`rounding_reference`), and
 //! what they share: the two runtimes behind the one runner shape (`runner`, `runners`), runtime
 //! setup (`runtimes`), the ONNX side's loading, on a thread of its own where there is room
 //! (`onnx_loading`), progress on stderr (`progress`), and what is said about the files
@@ -18,6 +19,7 @@ pub mod production;
 pub mod progress;
 pub mod quantized;
 pub mod repro;
+pub mod rounding_reference;
 pub mod runner;
 pub mod runners;
 pub mod runtimes;

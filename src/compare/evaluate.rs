@@ -302,6 +302,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
             name: ov[p.onnx].name.clone(),
             position,
             cmp,
+            rounding: None,
         })
         .collect();
     Evaluation {

@@ -266,6 +266,7 @@ mod tests {
                 c.pass = false;
                 c
             },
+            rounding: None,
         };
         let d = drift(&layers, &[output]).expect("drift");
         let named: Vec<usize> = d.contributors.iter().map(|c| c.layer_index).collect();

@@ -1,7 +1,7 @@
 //! Stage 4, comparison: from pairs to judged layers. Error statistics of one tensor pair
 //! (`stats`), the tolerance each pair is judged by (`tolerance`, one tolerance's element bound in `bound`) in the precision its values
 //! were computed in (`precision`), every pair compared and the first divergence found
-//! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`), layers whose values are
+//! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`) and what float32 rounding alone does to them (`rounding_reference`), layers whose values are
 //! too small for the absolute tolerance to mean anything (`small_values`), discrete decisions
 //! that flip under rounding (`discrete`), what an isolation run feeds and what its results say about where each
 //! error is made (`isolation`), and element-level detail for the layers a reader looks at
@@ -16,6 +16,7 @@ pub mod judged;
 pub mod output_tolerance;
 pub mod precision;
 pub mod rounding;
+pub mod rounding_reference;
 pub mod small_values;
 pub mod sqnr_rule;
 pub mod stats;

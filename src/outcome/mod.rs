@@ -222,6 +222,11 @@ pub struct Outcome {
     /// Present when isolation ran (a layer or output failed, or `--isolate`): what it fed
     /// and whether it could run.
     pub isolation: Option<IsolationReport>,
+    /// Present when a float32 output exceeded its tolerance with no layer introducing an
+    /// error: the float64 run of the TorchScript module that measured what rounding alone
+    /// does to the outputs (each output's `rounding`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounding_reference: Option<crate::compare::rounding_reference::RoundingRun>,
     /// Present when layers or outputs fail but no layer fails in isolation: many small
     /// contributions added up, none beyond tolerance on its own.
     pub accumulated_drift: Option<Drift>,

@@ -57,7 +57,7 @@ fn outputs_gate(outcome: &Outcome) -> Gate {
     let failing: Vec<String> = outcome
         .outputs
         .iter()
-        .filter(|o| !o.cmp.pass)
+        .filter(|o| !o.passes())
         .map(|o| o.name.clone())
         .collect();
     // Said once: on the layers' gate when layers fail too.

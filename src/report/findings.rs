@@ -1,10 +1,13 @@
 //! The sentences every human report says alike about what a run found beyond pass and fail:
-//! the error carried from upstream (information, not a failure), layers too small-valued for
+//! the error carried from upstream (information, not a failure), outputs measured against
+//! PyTorch's own float64 result, layers too small-valued for
 //! the absolute tolerance to judge, discrete decisions that flipped under rounding, and the
 //! smallest tolerance a pair would pass. Each is a `Finding` value; the terminal, Markdown
 //! and HTML reports each show its sentence in their own markup, the words written once, here.
 
 use crate::compare::discrete::DiscreteFlip;
+use crate::compare::judged::OutputResult;
+use crate::compare::rounding_reference::RoundingReference;
 use crate::compare::small_values::SmallValues;
 use crate::compare::stats::ErrorStats;
 use crate::outcome::{AccumulatedError, GateName, Outcome};
@@ -72,6 +75,66 @@ pub fn flip_line(f: &DiscreteFlip, outputs_passed: Option<bool>) -> String {
     )
 }
 
+/// "output logits differs by 1.60 (1.6e-3 of range), beyond its tolerance; PyTorch's own
+/// float32 result is 3.76e-1 from its float64 one there (3.7e-4 of range), and ONNX Runtime's
+/// difference is within 16x that: float32 rounding amplified by the network, not the export
+/// (not gated)", or, when the difference is larger, why it stays a failure.
+pub fn rounding_line(o: &OutputResult, r: &RoundingReference) -> String {
+    let head = format!(
+        "output {} differs by {} ({} of range), beyond its tolerance",
+        o.name,
+        fmt_num(o.cmp.max_abs),
+        fmt_num(o.cmp.rel_to_range)
+    );
+    if r.float64_max_abs.is_infinite() {
+        return format!(
+            "{head}; in float64 PyTorch itself returns another shape there: rounding decides \
+             what this output holds, not the export (not gated)"
+        );
+    }
+    let reference = match r.float64_mismatch_ratio {
+        Some(share) => format!(
+            "in float64 PyTorch itself changes {} of its elements",
+            fmt_num(share)
+        ),
+        None => format!(
+            "PyTorch's own float32 result is {} from its float64 one there ({} of range)",
+            fmt_num(r.float64_max_abs),
+            fmt_num(r.float64_rel_to_range)
+        ),
+    };
+    if r.explains && !r.decides {
+        return format!(
+            "{head}; {reference}, and ONNX Runtime's difference is within {}x that: float32 \
+             rounding, not the export, but the output tolerance you set asks for more and \
+             decides",
+            r.factor
+        );
+    }
+    if r.explains {
+        format!(
+            "{head}; {reference}, and ONNX Runtime's difference is within {}x that: float32 \
+             rounding amplified by the network, not the export (not gated)",
+            r.factor
+        )
+    } else {
+        let (ours, theirs) = match r.float64_mismatch_ratio {
+            Some(share) => (o.cmp.mismatch_ratio, share),
+            None => (o.cmp.max_abs, r.float64_max_abs),
+        };
+        let times = if theirs > 0.0 {
+            format!("{:.1}x that", ours / theirs)
+        } else {
+            "while float64 changes nothing".to_string()
+        };
+        format!(
+            "{head}; {reference}; ONNX Runtime's difference is {times}, more than the {}x \
+             rounding explains: the output fails",
+            r.factor
+        )
+    }
+}
+
 /// "atol 2.10e-6 (rtol 0), or rtol 3.00e-5 at atol 1e-4": the smallest tolerance under which
 /// the pair passes, as the JSON's `required_atol` and `required_rtol` say it.
 pub fn required_tolerance(s: &ErrorStats) -> String {
@@ -98,8 +161,17 @@ pub fn pass_summary(outcome: &Outcome) -> String {
             outcome.layers.len()
         )
     };
+    let by_rounding = outcome
+        .outputs
+        .iter()
+        .filter(|o| !o.cmp.pass && o.passes())
+        .count();
+    let rounding = match by_rounding {
+        0 => String::new(),
+        n => format!(" ({n} only within what float32 rounding does, measured in float64)"),
+    };
     format!(
-        "{layers} and {} output(s) within tolerance",
+        "{layers} and {} output(s) within tolerance{rounding}",
         outcome.outputs.len()
     )
 }
@@ -118,6 +190,10 @@ pub enum Finding<'a> {
     Quantized(&'a QuantizedReport),
     /// The production session, when its gate passed (a failure is said among the gates).
     Production(&'a ProductionReport),
+    /// A failing output measured against PyTorch's own float64 result.
+    Rounding(&'a OutputResult, &'a RoundingReference),
+    /// Why that float64 run could not be made.
+    RoundingUnavailable(&'a str),
 }
 
 impl Finding<'_> {
@@ -128,6 +204,11 @@ impl Finding<'_> {
             Finding::SmallValues(s) => small_value_line(s),
             Finding::Quantized(q) => q.line(),
             Finding::Production(p) => p.line(),
+            Finding::Rounding(o, r) => rounding_line(o, r),
+            Finding::RoundingUnavailable(why) => format!(
+                "the float64 run that measures what rounding does to the outputs failed ({why}): \
+                 the outputs are judged by their tolerance alone"
+            ),
         }
     }
 }
@@ -145,6 +226,18 @@ pub fn findings(outcome: &Outcome) -> Vec<Finding<'_>> {
             .discrete_flips
             .iter()
             .map(|f| Finding::Flip(f, outputs_passed)),
+    );
+    found.extend(
+        outcome
+            .outputs
+            .iter()
+            .filter_map(|o| Some(Finding::Rounding(o, o.rounding.as_ref()?))),
+    );
+    found.extend(
+        outcome
+            .rounding_reference
+            .iter()
+            .filter_map(|r| Some(Finding::RoundingUnavailable(r.error.as_deref()?))),
     );
     found.extend(outcome.small_values.iter().map(Finding::SmallValues));
     found.extend(outcome.quantized.iter().map(Finding::Quantized));

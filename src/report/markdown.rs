@@ -233,7 +233,11 @@ fn outputs(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
                 "{} {} of range ({}; passes at {})",
                 code(&o.name),
                 fmt_num(o.cmp.rel_to_range),
-                if o.cmp.pass { "ok" } else { "**FAIL**" },
+                match (o.cmp.pass, o.passes()) {
+                    (true, _) => "ok",
+                    (false, true) => "ok: float32 rounding",
+                    (false, false) => "**FAIL**",
+                },
                 text(&findings::required_tolerance(&o.cmp))
             )
         })

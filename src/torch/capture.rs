@@ -214,6 +214,24 @@ impl TorchModel {
         run.outputs.iter().map(to_host).collect()
     }
 
+    /// Runs the module's own `forward` and returns its flattened outputs, each with its path in
+    /// the returned value (the name its captured output value has).
+    pub fn forward_named(&self, args: &[ArgValue]) -> Result<Vec<(String, HostTensor)>> {
+        let encoded = self.encode(args)?;
+        let run = self
+            .plan
+            .forward(&encoded)
+            .map_err(|e| self.run_error(args, &e))?;
+        let tensors: Vec<HostTensor> = run.outputs.iter().map(to_host).collect::<Result<_>>()?;
+        Ok(run.names.into_iter().zip(tensors).collect())
+    }
+
+    /// Casts the module's floating-point parameters and buffers to float64 (for the rounding
+    /// reference, `app::rounding_reference`); what it runs afterwards runs in float64.
+    pub fn cast_to_float64(&mut self) -> Result<()> {
+        self.plan.cast_to_float64()
+    }
+
     /// `capture_args` on tensor arguments.
     pub fn capture(&self, inputs: &[HostTensor], keep: &Keep) -> Result<Capture> {
         self.capture_args(&tensor_args(inputs), keep)

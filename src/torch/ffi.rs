@@ -32,6 +32,7 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
     fn ac_free_array(arr: *mut *mut c_void);
+    fn ac_to_float64(plan: *mut c_void, err: *mut *mut c_char) -> i32;
 }
 
 /// The shim's view of encoded forward arguments (`AcArgs` in shim.cpp): pointers into an
@@ -155,6 +156,16 @@ impl ModulePlan {
         self.call(inputs, |plan, args, n_outputs, names, err| unsafe {
             ac_forward(plan, args, n_outputs, names, err)
         })
+    }
+
+    /// Casts the module's floating-point parameters and buffers to float64.
+    pub fn cast_to_float64(&mut self) -> Result<()> {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: the plan is alive and owned by `self`; the shim catches every C++ exception.
+        match unsafe { ac_to_float64(self.ptr, &mut err) } {
+            0 => Ok(()),
+            _ => Err(anyhow!(take_error(err))),
+        }
     }
 
     fn call(

@@ -1037,6 +1037,34 @@ void** ac_forward(void* handle, const AcArgs* args, size_t* n_outputs, char** na
   return nullptr;
 }
 
+// Casts the module's floating-point parameters and buffers to float64, for the float64
+// reference run that measures how far float32 rounding alone moves the outputs. A module that
+// writes its own state has its snapshot taken again, so that the state restored before each
+// run is the float64 one. Returns 0, or 1 with `err` set.
+int ac_to_float64(void* handle, char** err) {
+  try {
+    auto* plan = static_cast<Plan*>(handle);
+    if (plan->state) plan->state->restore();
+    // Module::to(dtype) would cast integer buffers too (an attention-bias index table),
+    // which then can no longer index: only floating-point tensors change type.
+    auto cast = [](at::Tensor t) {
+      if (t.is_floating_point()) t.set_data(t.to(at::kDouble));
+    };
+    for (const auto& p : plan->module.parameters(/*recurse=*/true)) cast(p);
+    for (const auto& b : plan->module.buffers(/*recurse=*/true)) cast(b);
+    if (plan->state) {
+      plan->state = std::make_unique<StateSnapshot>();
+      plan->state->take(plan->module);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    set_error(err, short_message(e.what()));
+  } catch (...) {
+    set_error(err, "unknown C++ exception while casting the TorchScript module to float64");
+  }
+  return 1;
+}
+
 void ac_free_array(void** arr) { std::free(arr); }
 
 }  // extern "C"

@@ -3,7 +3,9 @@
 //! first layer that fails on its own. Fixtures: tests/fixtures/drift
 //! (scripts/make_drift_fixtures.py), a deep MLP whose every block is off by 1.5e-5 (within
 //! tolerance alone, beyond it after about six blocks), with and without a real fault at
-//! blocks.12.fc; and resnet_tiny_legacy for the clean path.
+//! blocks.12.fc; a clean chaotic network whose outputs carry amplified rounding
+//! (`rounding_only`, judged against PyTorch run in float64); and resnet_tiny_legacy for the
+//! clean path.
 
 use crate::common::{check_dir, fixture, selected};
 use serde_json::Value;
@@ -116,6 +118,44 @@ fn drift_beyond_the_output_tolerance_is_accumulated_drift_with_its_contributors_
     }
     let gate = report["gate_failures"][0].as_str().unwrap();
     assert!(gate.contains("accumulated drift"), "{gate}");
+    // PyTorch in float64 moves this output by far less than the planted drift does: the
+    // rounding reference does not explain a systematic error.
+    let rounding = &report["outputs"][0]["rounding"];
+    assert_eq!(rounding["explains"], false, "{rounding}");
+    let ratio = report["outputs"][0]["max_abs"].as_f64().unwrap()
+        / rounding["float64_max_abs"].as_f64().unwrap();
+    assert!(
+        ratio > 10.0 * rounding["factor"].as_f64().unwrap(),
+        "{ratio}"
+    );
+}
+
+#[test]
+fn a_network_that_amplifies_rounding_passes_against_its_float64_reference() {
+    let expected = expected("rounding_only");
+    let (code, report) = check_dir(&drift("rounding_only"), &[]);
+    assert_eq!(code, 0, "{:?}", report["gate_failures"]);
+    assert!(report["first_divergence"].is_null());
+    let out = &report["outputs"][0];
+    // Beyond the default output tolerance, but no farther from PyTorch than PyTorch's own
+    // float32 result is from float64, as the fixture script measured without align-check.
+    assert_eq!(out["pass"], false);
+    let rounding = &out["rounding"];
+    assert_eq!(rounding["explains"], true, "{rounding}");
+    assert_eq!(rounding["decides"], true);
+    let measured = rounding["float64_max_abs"].as_f64().unwrap();
+    let scripted = expected["float64_max_abs"].as_f64().unwrap();
+    // Rounding itself differs between runs (threads, the instrumented graph): the same order.
+    assert!(
+        measured > 0.5 * scripted && measured < 2.0 * scripted,
+        "{measured} vs {scripted}"
+    );
+    assert!(report["rounding_reference"]["seconds"].as_f64().unwrap() > 0.0);
+    assert!(report["rounding_reference"].get("error").is_none());
+    // An output tolerance the user sets is theirs to decide: the same run then fails.
+    let (code, report) = check_dir(&drift("rounding_only"), &["--output-atol", "1e-4"]);
+    assert_eq!(code, 1);
+    assert_eq!(report["outputs"][0]["rounding"]["decides"], false);
 }
 
 #[test]

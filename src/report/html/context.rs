@@ -515,7 +515,7 @@ fn summary(outcome: &Outcome) -> Summary {
         layers: outcome.layers.len(),
         failing: outcome.layers.iter().filter(|l| !l.cmp.pass).count(),
         outputs: outcome.outputs.len(),
-        failing_outputs: outcome.outputs.iter().filter(|o| !o.cmp.pass).count(),
+        failing_outputs: outcome.outputs.iter().filter(|o| !o.passes()).count(),
         torch_coverage: format!(
             "{}/{} ({:.1}%)",
             c.counts.torch_layers_paired,
@@ -642,7 +642,7 @@ fn outputs(outcome: &Outcome) -> Vec<OutputView> {
             max_abs: fmt_num(o.cmp.max_abs),
             rel: fmt_num(o.cmp.rel_to_range),
             cosine: fmt_num(o.cmp.cosine),
-            pass: o.cmp.pass,
+            pass: o.passes(),
         })
         .collect()
 }
