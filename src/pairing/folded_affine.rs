@@ -2,7 +2,9 @@
 //!
 //! Simplifiers and ONNX Runtime fold an elementwise multiply, divide, add or subtract by a
 //! constant into the weights and bias of the Conv, Gemm or MatMul before it: a layer scale
-//! (`x * gamma`, timm's MetaNeXt and SwiftFormer blocks), a residual branch's fixed factor.
+//! (`x * gamma`, timm's MetaNeXt and SwiftFormer blocks, BEiT's `lambda_1`), a residual
+//! branch's fixed factor; the node may be followed by the Reshape that restores a 2-D Gemm's
+//! leading dims, which then holds the scaled value.
 //! The TorchScript op has no ONNX node of its own, so the node paired with the module before
 //! it computes the op's output, not the module's. Structure says which ops can have been
 //! folded (the module's only consumer, an elementwise op whose other operands are computed
@@ -26,6 +28,35 @@ fn has_weights(onnx_op: &str) -> bool {
     fams.contains(&"conv") || fams.contains(&"matmul") || fams.contains(&"norm")
 }
 
+/// The most layout nodes looked through between a value and the weighted node it holds.
+const MAX_RELAYOUT: usize = 3;
+
+/// Whether ONNX value `o` is a weighted node's output, or that output only rearranged: a
+/// simplifier that runs a Linear as a 2-D Gemm restores its leading dims with a Reshape
+/// after it, and that Reshape is the value the module's output pairs with.
+fn holds_weighted_output(ov: &[CapturedValue], o: usize) -> bool {
+    let mut v = o;
+    for _ in 0..MAX_RELAYOUT {
+        if has_weights(&ov[v].op) {
+            return true;
+        }
+        if !onnx_families(&ov[v].op).contains(&"layout") {
+            return false;
+        }
+        let data: Vec<usize> = ov[v]
+            .inputs
+            .iter()
+            .copied()
+            .filter(|&u| u < ov.len() && is_layer_candidate(&ov[u]))
+            .collect();
+        match data[..] {
+            [u] => v = u,
+            _ => return false,
+        }
+    }
+    has_weights(&ov[v].op)
+}
+
 /// Whether `v` applies a constant to `from` elementwise: an add, sub, mul or div that reads
 /// `from` once and otherwise only values no model input reaches (a parameter, a scalar).
 fn applies_constant_to(v: &CapturedValue, from: usize, constant: &[bool]) -> bool {
@@ -44,7 +75,7 @@ impl Pairer<'_> {
             let Some(o) = self.state.twin(u) else {
                 continue;
             };
-            if !has_weights(&ov[o].op) {
+            if !holds_weighted_output(ov, o) {
                 continue;
             }
             let mut chain = vec![u];

@@ -193,9 +193,19 @@ impl Pairer<'_> {
                 // module ends in a Mul, ONNX Runtime's node is a Gelu); anything else must be
                 // of the value's own kind.
                 let fused_module = module_output && ov[c].op.starts_with("com.microsoft::");
+                // A simplifier merges the projections that read one input (a query's, key's
+                // and value's Linear) into one MatMul and a Split: each piece of the Split is
+                // one module's output.
+                let merged_piece = module_output
+                    && ov[c].op == "Split"
+                    && ov[c].inputs.iter().any(|&d| {
+                        d < ov.len()
+                            && is_layer_candidate(&ov[d])
+                            && compatible(&tv[kind_of].op, &ov[d].op)
+                    });
                 let candidate = !self.state.is_taken(c)
                     && same_shape(&tv[t], &ov[c])
-                    && (kind || fused_module)
+                    && (kind || fused_module || merged_piece)
                     && !lacks_bias(&tv[t], &ov[c])
                     && computed_from_all(ov, c, &producers);
                 if let Some(tier) = candidate

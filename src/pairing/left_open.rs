@@ -85,7 +85,7 @@ impl Pairer<'_> {
     /// TorchScript value `t`'s. A fault in `t`'s own op moves its twin away too, but
     /// usually less than another computation's value lies: past the margin, `t` stays open
     /// and its consumers' pairs still show the fault.
-    fn clearly_closest(&self, t: usize, candidates: &[usize]) -> Option<usize> {
+    pub(super) fn clearly_closest(&self, t: usize, candidates: &[usize]) -> Option<usize> {
         match candidates {
             [] => None,
             [only] => Some(*only),

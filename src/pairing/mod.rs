@@ -8,6 +8,7 @@
 //! never pair across scopes because their numbers happen to be close. Every value left
 //! over gets a reason (`finish`).
 
+mod agreeing_twins;
 mod align;
 mod common_root;
 mod dataflow;
@@ -28,6 +29,7 @@ mod relaid_layout;
 mod repeated_calls;
 mod scoped;
 mod scopes;
+mod split_outputs;
 mod state;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
@@ -46,6 +48,7 @@ use std::collections::{BTreeMap, HashSet};
 pub enum PairedBy {
     Position,
     ModuleOutput,
+    SplitOutputs,
     OpOrder,
     GlobalOrder,
     Fusion,
@@ -57,6 +60,7 @@ pub enum PairedBy {
     DataflowOwner,
     Scopeless,
     LeftOpen,
+    AgreeingTwins,
 }
 
 impl PairedBy {
@@ -64,6 +68,7 @@ impl PairedBy {
         match self {
             PairedBy::Position => "position",
             PairedBy::ModuleOutput => "module_output",
+            PairedBy::SplitOutputs => "split_outputs",
             PairedBy::OpOrder => "op_order",
             PairedBy::GlobalOrder => "global_order",
             PairedBy::Fusion => "fusion",
@@ -75,6 +80,7 @@ impl PairedBy {
             PairedBy::DataflowOwner => "dataflow_owner",
             PairedBy::Scopeless => "scopeless",
             PairedBy::LeftOpen => "left_open",
+            PairedBy::AgreeingTwins => "agreeing_twins",
         }
     }
 }

@@ -32,6 +32,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "module_output",
         run: |p| p.pair_module_outputs(),
     },
+    // The pieces of a chunk/split/unbind with the ONNX slices that cut them, by wiring.
+    Pass {
+        name: "split_outputs",
+        run: |p| p.pair_split_outputs(),
+    },
     // Functional ops of a scope with child modules, by compatible kind, shape and order.
     Pass {
         name: "op_order",
@@ -92,6 +97,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "left_open",
         run: |p| p.pair_left_open(),
     },
+    // A failing pair of crossed chains moved to the value of its call that agrees with it.
+    Pass {
+        name: "agreeing_twins",
+        run: |p| p.repair_by_agreement(),
+    },
     // A Conv/Gemm/MatMul that also applies the constant scale or shift after it (layer scale).
     Pass {
         name: "folded_affine",
@@ -128,6 +138,7 @@ mod tests {
     fn every_pair_label_names_a_pass() {
         let labels = [
             PairedBy::ModuleOutput,
+            PairedBy::SplitOutputs,
             PairedBy::OpOrder,
             PairedBy::GlobalOrder,
             PairedBy::Fusion,
@@ -139,6 +150,7 @@ mod tests {
             PairedBy::DataflowOwner,
             PairedBy::Scopeless,
             PairedBy::LeftOpen,
+            PairedBy::AgreeingTwins,
         ];
         for label in labels {
             assert!(

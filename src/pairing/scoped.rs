@@ -62,6 +62,11 @@ impl Pairer<'_> {
                 self.leave_group(&key, &t_ids);
                 continue;
             }
+            // A value an earlier pass paired (a split's piece) is no place in the order.
+            let o_ids: Vec<usize> = o_ids
+                .into_iter()
+                .filter(|&o| !self.state.is_taken(o))
+                .collect();
             let reps = self.representatives(&key, &t_ids);
             for (t, o, certain) in self.align_by_order(&reps, &o_ids) {
                 self.state.assign(t, o, PairedBy::OpOrder, certain);

@@ -1142,3 +1142,199 @@ fn a_chain_of_layout_ops_arranged_otherwise_is_unpaired_as_a_whole() {
     assert_eq!(pair_of(&p, mm).unwrap().onnx, omm);
     assert_eq!(pair_of(&p, lin).unwrap().onnx, olin);
 }
+
+/// A fused projection chunked into query and key, each feeding a chain of the same ops and
+/// shapes, and an optimiser that runs the key's chain first: with the chunk's pieces
+/// unpaired both chains' nearest paired producer is the projection, and the order pairs
+/// their links crosswise though wiring allows it. The pieces pair with their Slices, and
+/// every link then follows its own piece.
+#[test]
+fn the_pieces_of_a_chunk_pair_with_their_slices_and_uncross_the_chains_after_them() {
+    let qkv = [1.0, 2.0, 3.0, 4.0, -5.0, -6.0, -7.0, -8.0];
+    let (q, k) = (&qkv[..4], &qkv[4..]);
+    let (qr, kr) = (&q[..2], &k[..2]);
+    let neg = |v: &[f32]| v.iter().map(|x| -x).collect::<Vec<f32>>();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &qkv);
+    let tl = t.op("aten::linear", "attn.qkv", &[ti], &qkv);
+    let tt = t.op("aten::transpose", "attn", &[tl], &qkv);
+    let tq = t.op("prim::ListUnpack", "attn", &[tt], q);
+    let tk = t.op("prim::ListUnpack", "attn", &[tt], k);
+    let tqr = t.op("aten::slice", "attn", &[tq], qr);
+    let tkr = t.op("aten::slice", "attn", &[tk], kr);
+    let tqn = t.op("aten::neg", "attn", &[tqr], &neg(qr));
+    let tkn = t.op("aten::neg", "attn", &[tkr], &neg(kr));
+    t.output(0, tqn);
+    t.output(1, tkn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &qkv);
+    let ol = o.op("MatMul", "attn.qkv", &[oi], &qkv);
+    let ot = o.op("Transpose", "attn", &[ol], &qkv);
+    let ok = o.op("Slice", "attn", &[ot], k);
+    let okr = o.op("Slice", "attn", &[ok], kr);
+    let okn = o.op("Neg", "attn", &[okr], &neg(kr));
+    let oq = o.op("Slice", "attn", &[ot], q);
+    let oqr = o.op("Slice", "attn", &[oq], qr);
+    let oqn = o.op("Neg", "attn", &[oqr], &neg(qr));
+    o.output(0, oqn);
+    o.output(1, okn);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tv, ov) in [(tq, oq), (tk, ok), (tqn, oqn), (tkn, okn)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+    }
+    for (tv, ov) in [(tqr, oqr), (tkr, okr)] {
+        assert!(pair_of(&p, tv).is_none_or(|m| m.onnx == ov), "value {tv}");
+    }
+    assert_eq!(pair_of(&p, tq).unwrap().paired_by, PairedBy::SplitOutputs);
+}
+
+/// A module's own list of results unpacks whole tensors, not pieces of one: the unpack stays
+/// an identity even where a layout node of its shape follows its producer.
+#[test]
+fn an_unpack_of_whole_tensors_is_no_split_piece() {
+    let x = [1.0, 2.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tl = t.op("aten::linear", "m.fc", &[ti], &x);
+    let tu = t.op("prim::ListUnpack", "m", &[tl], &x);
+    let tr = t.op("aten::relu", "m", &[tu], &x);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ol = o.op("MatMul", "m.fc", &[oi], &x);
+    let ors = o.op("Reshape", "m", &[ol], &x);
+    let orl = o.op("Relu", "m", &[ors], &x);
+    o.output(0, orl);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert!(pair_of(&p, tu).is_none());
+    assert_eq!(pair_of(&p, tr).unwrap().onnx, orl);
+}
+
+/// The same layer scale folded into a Linear that a simplifier runs as a 2-D Gemm: the
+/// Reshape restoring the leading dims holds the scaled value and is what the Linear pairs
+/// with, so the scale is looked for behind it.
+#[test]
+fn a_layer_scale_folded_into_a_gemm_is_compared_at_the_reshape_after_it() {
+    let x = [1.0, -2.0, 3.0, -4.0];
+    let lin = [2.0, -1.0, 0.5, 3.0];
+    let gamma = [0.5, 2.0, -1.0, 0.25];
+    let scaled = [1.0, -2.0, -0.5, 0.75];
+    let out = [2.0, -4.0, 2.5, -3.25];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tl = t.op("aten::linear", "b.o_proj", &[ti], &lin);
+    let tg = t.op("aten::reshape", "b", &[], &gamma);
+    let tm = t.op("aten::mul", "b", &[tl, tg], &scaled);
+    let ta = t.op("aten::add", "b", &[tm, ti], &out);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let og = o.op("Gemm", "b.o_proj", &[oi], &scaled);
+    let or = o.op("Reshape", "b.o_proj", &[og], &scaled);
+    let oa = o.op("Add", "b", &[or, oi], &out);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let scale = pair_of(&p, tm).expect("the scaled value is compared");
+    assert_eq!(scale.onnx, or);
+    assert_eq!(scale.paired_by, PairedBy::FoldedAffine);
+    assert_eq!(scale.fused, vec![tl]);
+    assert!(pair_of(&p, tl).is_none());
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// A transpose moved below the elementwise op after it (ONNX Runtime's transpose optimiser
+/// computes `transpose(q * 2)` for `transpose(q) * 2`), for a query and a key alike: the
+/// ONNX Mul has the other layout's shape, and the value of the TorchScript `mul` is held by
+/// the Transpose after it. Each `mul` pairs with its own chain's Transpose, by its values.
+#[test]
+fn an_op_a_transpose_was_moved_below_pairs_with_that_transpose() {
+    let (q, k) = (
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        [-1.0, -3.0, -5.0, 2.0, 4.0, 6.0],
+    );
+    // `[2, 3]` transposed to `[3, 2]`.
+    let tr = |v: &[f32]| vec![v[0], v[3], v[1], v[4], v[2], v[5]];
+    let dbl = |v: &[f32]| v.iter().map(|x| 2.0 * x).collect::<Vec<f32>>();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &q);
+    let tq = t.op("aten::linear", "attn.q", &[ti], &q);
+    let tk = t.op("aten::linear", "attn.k", &[ti], &k);
+    let tqt = t.op("aten::transpose", "attn", &[tq], &tr(&q));
+    let tkt = t.op("aten::transpose", "attn", &[tk], &tr(&k));
+    let tqm = t.op("aten::mul", "attn", &[tqt], &dbl(&tr(&q)));
+    let tkm = t.op("aten::mul", "attn", &[tkt], &dbl(&tr(&k)));
+    t.output(0, tqm);
+    t.output(1, tkm);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &q);
+    let oq = o.op("MatMul", "attn.q", &[oi], &q);
+    let ok = o.op("MatMul", "attn.k", &[oi], &k);
+    let okm = o.op("Mul", "attn", &[ok], &dbl(&k));
+    let okmt = o.op("Transpose", "attn", &[okm], &dbl(&tr(&k)));
+    let okt = o.op("Transpose", "attn", &[ok], &tr(&k));
+    let oqm = o.op("Mul", "attn", &[oq], &dbl(&q));
+    let oqmt = o.op("Transpose", "attn", &[oqm], &dbl(&tr(&q)));
+    let oqt = o.op("Transpose", "attn", &[oq], &tr(&q));
+    o.output(0, oqmt);
+    o.output(1, okmt);
+    let (mut tc, mut oc) = (t.build(), o.build());
+    for id in [ti, tq, tk] {
+        reshape(&mut tc, id, &[2, 3]);
+    }
+    for id in [tqt, tkt, tqm, tkm, tkm + 1, tkm + 2] {
+        reshape(&mut tc, id, &[3, 2]);
+    }
+    for id in [oi, oq, ok, okm, oqm] {
+        reshape(&mut oc, id, &[2, 3]);
+    }
+    for id in [okmt, okt, oqmt, oqt, oqt + 1, oqt + 2] {
+        reshape(&mut oc, id, &[3, 2]);
+    }
+    let p = pair(&tc, &oc).unwrap();
+    for (tv, ov) in [(tqt, oqt), (tkt, okt), (tqm, oqmt), (tkm, okmt)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+    }
+    assert!(
+        [tqm, tkm]
+            .iter()
+            .any(|&v| pair_of(&p, v).unwrap().paired_by == PairedBy::AgreeingTwins),
+        "the moved transposes are found by their values"
+    );
+}
+
+/// A simplifier merged the query and key projections, which read one input, into one
+/// scope-less MatMul and a Split: no ONNX node carries either Linear's scope, and each
+/// Linear's output is one piece of the Split.
+#[test]
+fn projections_merged_into_one_matmul_pair_with_the_pieces_of_its_split() {
+    let x = [1.0, 2.0];
+    let (q, k) = ([3.0, -1.0], [0.5, 4.0]);
+    let qk = [3.0, -1.0, 0.5, 4.0];
+    let sum = [3.5, 3.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tq = t.op("aten::linear", "attn.q", &[ti], &q);
+    let tk = t.op("aten::linear", "attn.k", &[ti], &k);
+    let ta = t.op("aten::add", "attn", &[tq, tk], &sum);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let om = o.op("MatMul", "", &[oi], &qk);
+    let oq = o.op("Split", "", &[om], &q);
+    let ok = o.op("Split", "", &[om], &k);
+    let oa = o.op("Add", "attn", &[oq, ok], &sum);
+    o.output(0, oa);
+    let mut oc = o.build();
+    for id in [om, oq, ok] {
+        oc.values[id].scope_recorded = false;
+    }
+    let p = pair(&t.build(), &oc).unwrap();
+    for (tv, ov) in [(tq, oq), (tk, ok), (ta, oa)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+    }
+    assert_eq!(pair_of(&p, tq).unwrap().paired_by, PairedBy::Scopeless);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}

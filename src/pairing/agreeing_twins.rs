@@ -1,0 +1,134 @@
+//! Crossed chains of one call repaired by their values: a pair that fails moves to the
+//! value of its call that structure allows and that agrees with it.
+//!
+//! Two chains of one scope with the same ops and shapes (a query's and a key's rotary
+//! arithmetic) that an optimiser runs in the other order are paired crosswise by the
+//! order-keeping alignment, and where the optimiser also moved a Transpose below an
+//! elementwise op (ONNX Runtime's transpose optimiser computes `transpose(x * cos)` for
+//! `transpose(x) * cos`) the wiring check cannot tell the chains apart either: both read the
+//! same projections. Every crossed link then fails at about 1.0 of range, and each seems to
+//! confirm the next. Here, in execution order (producers settle first), a pair that is not
+//! certain and does not agree, or a value still open, moves to (takes) the ONNX value of its
+//! own call that is free or held by another such pair, has its shape, is of its kind (or is a layout node right after a
+//! node of its kind: the moved Transpose holds the value), is computed from its producers'
+//! twins (or from their inputs, when a twin is a layout node the optimiser moved) and agrees
+//! with it closely; the value that held it is left open for the passes after. A real fault
+//! agrees with no value, so it keeps its pair and fails where it is.
+
+use super::dataflow::{computed_from_all, nearest_producer_twins};
+use super::ops::{compatible, onnx_families, torch_families};
+use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
+use crate::capture::CapturedValue;
+
+/// Below this relative distance two values are the same computation up to rounding.
+const AGREES: f64 = 1e-2;
+
+/// The data inputs of ONNX value `o` (not its shape or index operands).
+fn data_inputs(ov: &[CapturedValue], o: usize) -> Vec<usize> {
+    ov[o]
+        .inputs
+        .iter()
+        .copied()
+        .filter(|&u| u < ov.len() && u != o && is_layer_candidate(&ov[u]))
+        .collect()
+}
+
+fn is_layout(ov: &[CapturedValue], o: usize) -> bool {
+    onnx_families(&ov[o].op).contains(&"layout")
+}
+
+impl Pairer<'_> {
+    pub(super) fn repair_by_agreement(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let groups: Vec<(String, Vec<usize>)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, _)| !self.is_leaf_group(k))
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect();
+        for (key, ids) in groups {
+            let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
+                continue;
+            };
+            // A second round gives a value whose twin a later value took back its own.
+            for _ in 0..2 {
+                for t in self.representatives(&key, &ids) {
+                    if let Some(c) = self.agreeing_twin(t, &o_ids) {
+                        self.move_to_agreeing(t, c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ONNX value of `o_ids` that TorchScript value `t` should hold instead of its
+    /// failing twin, if exactly one clearly fits.
+    fn agreeing_twin(&self, t: usize, o_ids: &[usize]) -> Option<usize> {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let held = match self.state.get(t) {
+            Some(made) if made.certain || self.distance(t, made.onnx) < AGREES => return None,
+            Some(made) => Some(made.onnx),
+            None if self.state.accounted(t) => return None,
+            None => None,
+        };
+        let movable = |c: usize| match self.state.holder(c) {
+            None => !self.state.is_taken(c),
+            Some(other) => self
+                .state
+                .get(other)
+                .is_some_and(|m| !m.certain && self.distance(other, c) >= AGREES),
+        };
+        let kind = |c: usize| {
+            compatible(&tv[t].op, &ov[c].op)
+                || (is_layout(ov, c)
+                    && matches!(data_inputs(ov, c)[..], [d] if compatible(&tv[t].op, &ov[d].op)))
+        };
+        // A producer's twin that is a layout node may have been moved below this value:
+        // the value is then computed from that node's inputs instead.
+        let needed: Vec<usize> = nearest_producer_twins(tv, |u| self.twin(u), t)
+            .into_iter()
+            .flat_map(|n| {
+                if is_layout(ov, n) {
+                    data_inputs(ov, n)
+                } else {
+                    vec![n]
+                }
+            })
+            .collect();
+        let candidates: Vec<usize> = o_ids
+            .iter()
+            .copied()
+            .filter(|&c| {
+                Some(c) != held
+                    && is_layer_candidate(&ov[c])
+                    && !self.state.undone.contains(&(t, c))
+                    && same_shape(&tv[t], &ov[c])
+                    && kind(c)
+                    && movable(c)
+                    && computed_from_all(ov, c, &needed)
+            })
+            .collect();
+        self.clearly_closest(t, &candidates)
+            .filter(|&c| self.distance(t, c) < AGREES)
+    }
+
+    /// Moves `t`'s pair to `c`; the value that held `c` is left open.
+    fn move_to_agreeing(&mut self, t: usize, c: usize) {
+        if let Some(other) = self.state.holder(c) {
+            self.state.unassign(other);
+            self.state.off_dataflow.remove(&other);
+            let reason = format!(
+                "its ONNX twin by order, {}, agrees with another value of its call",
+                self.onnx.values[c].node
+            );
+            // A layout op left without a twin computes nothing to compare (the optimiser
+            // merged it into another); any other value counts as missing.
+            let layout = torch_families(&self.torch.values[other].op).contains(&"layout");
+            self.state.reason.insert(other, (reason, layout));
+        }
+        self.state.off_dataflow.remove(&t);
+        self.state.rebind(t, c, PairedBy::AgreeingTwins, false);
+    }
+}

@@ -1,0 +1,95 @@
+//! The pieces of a split (`chunk`, `split`, `unbind`) paired with the ONNX slices that cut
+//! them, before the order-keeping alignment runs.
+//!
+//! TorchScript returns a split as a list and reads its pieces with `prim::ListUnpack`; ONNX
+//! cuts them with one Slice (or Split output, or Gather) each. Left unpaired, as an unpack
+//! usually is (it moves no data), the pieces give the chains that start from them nothing
+//! to tell them apart: a fused query/key/value projection chunked into `q, k, v` feeds two
+//! rotary chains of the same ops and shapes whose nearest paired producer is the same
+//! tensor, and an optimiser that runs the key's chain before the query's (ONNX Runtime's
+//! basic level sorts the graph again) leaves every link paired crosswise while the wiring
+//! check still passes; the clean model fails at 1.8 of range. Paired here, each piece is
+//! the producer its chain's links are checked against, and the dataflow pass repairs a
+//! crossed link by wiring.
+//!
+//! A piece is an unpack value with one producer that holds more elements than it. Its twin
+//! is a free ONNX layout value of the same scope and shape computed from that producer's
+//! twin; the pieces have one shape, so the values choose, only clearly, and the one chosen
+//! must agree with the piece (it is a copy of a part of one tensor). A choice is never
+//! certain.
+
+use super::dataflow::{computed_from_all, nearest_producer_twins};
+use super::ops::onnx_families;
+use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
+
+/// A piece is a copy of part of its producer, so its twin agrees with it to rounding: a
+/// lone candidate further off than this relative distance is another value of that shape
+/// (an optimiser fused the Slices away and left a later Reshape), and the piece stays open.
+const COPY_AGREES: f64 = 1e-2;
+
+impl Pairer<'_> {
+    pub(super) fn pair_split_outputs(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let pieces: Vec<(usize, String)> = self
+            .torch_groups
+            .iter()
+            .filter(|(k, _)| !self.is_leaf_group(k))
+            .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, k.clone())))
+            .filter(|&(id, _)| self.is_split_piece(id))
+            .collect();
+        for (t, key) in pieces {
+            if self.state.is_paired(t) {
+                continue;
+            }
+            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            if producers.is_empty() {
+                continue;
+            }
+            let candidates: Vec<usize> = self
+                .onnx_groups
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&c| {
+                    is_layer_candidate(&ov[c])
+                        && !self.state.is_taken(c)
+                        && onnx_families(&ov[c].op).contains(&"layout")
+                        && same_shape(&tv[t], &ov[c])
+                        && computed_from_all(ov, c, &producers)
+                })
+                .collect();
+            // ONNX may cut a piece in two steps (a Split, then the Squeeze that drops
+            // `unbind`'s dim): both hold the piece, and the later completes it.
+            let candidates: Vec<usize> = candidates
+                .iter()
+                .copied()
+                .filter(|&c| !candidates.iter().any(|&d| ov[d].inputs.contains(&c)))
+                .collect();
+            let chosen = self
+                .clearly_closest(t, &candidates)
+                .filter(|&c| self.distance(t, c) < COPY_AGREES);
+            if let Some(c) = chosen {
+                self.state.assign(t, c, PairedBy::SplitOutputs, false);
+            }
+        }
+    }
+
+    /// Whether TorchScript value `t` unpacks one piece of a tensor split into several: one
+    /// producer, holding more elements than the piece (a list of a module's own results
+    /// unpacks whole tensors).
+    fn is_split_piece(&self, t: usize) -> bool {
+        let tv = &self.torch.values;
+        let v = &tv[t];
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        v.op == "prim::ListUnpack"
+            && is_layer_candidate(v)
+            && match v.inputs[..] {
+                [p] => p < tv.len() && numel(&tv[p].shape) > numel(&v.shape),
+                _ => false,
+            }
+    }
+}
