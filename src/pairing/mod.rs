@@ -24,6 +24,7 @@ mod left_open;
 pub mod ops;
 mod parent_calls;
 mod passes;
+mod rearranged;
 mod relaid_layout;
 mod repeated_calls;
 mod scoped;
