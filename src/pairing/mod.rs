@@ -21,6 +21,7 @@ mod fusion;
 mod identities;
 mod kept_control_flow;
 mod left_open;
+mod module_computation;
 pub mod ops;
 mod parent_calls;
 mod passes;

@@ -1225,3 +1225,43 @@ fn a_layout_twin_with_other_values_stays_paired_though_its_reader_nearly_agrees(
     let p = pair(&t.build(), &o.build()).unwrap();
     assert!(pair_of(&p, tt).is_some_and(|l| l.onnx == ot));
 }
+
+/// A radix softmax module (view, softmax, closing reshape) whose closing reshape a
+/// simplifier merged with the parent's next reshape: no ONNX value of the call has the
+/// module output's shape, so the call is compared at its softmax, which has its twin.
+#[test]
+fn a_module_whose_closing_reshape_was_merged_is_compared_at_its_last_computing_op() {
+    let x = [1.0, -2.0, 3.0, 0.5, 0.25, -1.0, 2.0, 1.5];
+    let soft = [0.1, 0.2, 0.3, 0.4, 0.05, 0.15, 0.35, 0.45];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tv = t.op("aten::view", "blk.rsoftmax", &[ti], &x);
+    let ts = t.op("aten::softmax", "blk.rsoftmax", &[tv], &soft);
+    let tr = t.op("aten::reshape", "blk.rsoftmax", &[ts], &soft);
+    let tm = t.op("aten::mul", "blk", &[ti, tr], &soft);
+    t.output(0, tm);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ov = o.op("Reshape", "blk.rsoftmax", &[oi], &x);
+    let os = o.op("Softmax", "blk.rsoftmax", &[ov], &soft);
+    let or = o.op("Reshape", "blk.rsoftmax", &[os], &soft);
+    let om = o.op("Mul", "blk", &[oi, or], &soft);
+    o.output(0, om);
+    let (mut t, mut o) = (t.build(), o.build());
+    for id in [tv, ts] {
+        t.values[id].shape = vec![2, 4];
+    }
+    for id in [ov, os] {
+        o.values[id].shape = vec![2, 4];
+    }
+    t.values[tr].shape = vec![8];
+    o.values[or].shape = vec![2, 4, 1, 1];
+    t.values[tm].shape = vec![2, 4, 1, 1];
+    o.values[om].shape = vec![2, 4, 1, 1];
+    let p = pair(&t, &o).unwrap();
+    assert!(
+        pair_of(&p, ts).is_some_and(|l| l.onnx == os),
+        "{:?}",
+        p.layers
+    );
+}
