@@ -8,10 +8,16 @@
 //! are right. A layout op computes nothing, so values settle it: when the pair's producers
 //! agree and the values its consumers read agree, yet the pair itself does not, the data is
 //! right and only its arrangement has no ONNX twin. Such a value is left unpaired, counted
-//! as covered (its data is compared where it is used). A wrong permutation in the export is
-//! not hidden by this: its consumers then disagree too, and the pair stays.
+//! as covered (its data is compared where it is used). Consumers that merely agree within
+//! `APART` prove little: a small fault in the twin's own op (an attention's projection)
+//! reaches its consumers under that bound, and a fault after the layout op makes them
+//! disagree. So the pair is relaid when its twin holds the same values in another order
+//! (`rearranged`), or when its consumers agree `MARGIN` times better than it does. A wrong
+//! permutation in the export is not hidden: the values it feeds disagree, and the first of
+//! them fails.
 
 use super::ops::{onnx_families, torch_families};
+use super::rearranged::holds_same_values;
 use super::{consumers_of, Pairer};
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
@@ -19,6 +25,14 @@ use std::collections::HashSet;
 /// Above this relative distance two values are different data, not rounding (as in the
 /// dataflow check).
 const APART: f64 = 1e-2;
+
+/// The relative distance float32 rounding alone stays under.
+const ROUNDING: f64 = 1e-5;
+
+/// How much closer than a relaid pair its consumers must agree for their agreement to show
+/// the pair's difference is arrangement, not error (rounding is far below this; error
+/// carried from the pair into its consumers is not).
+const MARGIN: f64 = 100.0;
 
 /// The nearest values in `next(t)` direction that `has_twin` accepts, looking through the
 /// others.
@@ -78,10 +92,43 @@ impl Pairer<'_> {
         let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
         let before = nearest_paired(&tv[t].inputs, |u| tv[u].inputs.clone(), has_twin);
         let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin);
+        // The twin holding the value's own data in another order proves the arrangement is
+        // all that differs, whatever happens downstream. Without that proof, the values it
+        // feeds settle it only when they agree far better than the pair itself does: a
+        // fault after the pair (or in its twin's op) leaves its consumers about as far
+        // apart as the pair, while a mere rearrangement leaves them at rounding.
+        let carried = before
+            .iter()
+            .filter_map(|&u| self.twin(u).map(|o| self.distance(u, o)))
+            .fold(0.0, f64::max);
         !before.is_empty()
-            && !after.is_empty()
             && before.iter().all(|&u| agrees(u))
-            && after.iter().all(|&v| agrees(v))
+            && (self.twin_holds_same_values(t, carried)
+                || (!after.is_empty() && after.iter().all(|&v| self.agrees_far_better(v, t))))
+    }
+
+    /// Whether paired TorchScript value `t`'s twin holds the same values as `t`. A layout op
+    /// adds no error of its own, so its values may differ only by what its producers
+    /// carry in (`carried`, their worst distance), plus rounding.
+    fn twin_holds_same_values(&self, t: usize, carried: f64) -> bool {
+        let Some(o) = self.twin(t) else {
+            return false;
+        };
+        let limit = (2.0 * carried).clamp(ROUNDING, APART);
+        match (self.torch.values[t].data(), self.onnx.values[o].data()) {
+            (Ok(reference), Ok(test)) => holds_same_values(&reference, &test, limit),
+            _ => false,
+        }
+    }
+
+    /// Whether paired value `v` agrees with its twin, and by at least `MARGIN` times less
+    /// than paired value `t` differs from its own.
+    fn agrees_far_better(&self, v: usize, t: usize) -> bool {
+        let (Some(ov), Some(ot)) = (self.twin(v), self.twin(t)) else {
+            return false;
+        };
+        let d = self.distance(v, ov);
+        d < APART && d * MARGIN <= self.distance(t, ot)
     }
 
     /// Whether paired TorchScript value `t` is a layout op that no structure made certain

@@ -26,8 +26,12 @@ impl Pairer<'_> {
                 self.leave_group(&key, &t_ids);
                 continue;
             }
-            if let Some(&t) = self.representatives(&key, &t_ids).first() {
-                let fitting = |o: &usize| same_shape(&tv[t], &ov[*o]);
+            if let Some(&output) = self.representatives(&key, &t_ids).first() {
+                let t = self.computing_stand_in(output, &t_ids, &o_ids);
+                let fitting = |o: &usize| {
+                    same_shape(&tv[t], &ov[*o])
+                        && (t == output || compatible(&tv[t].op, &ov[*o].op))
+                };
                 if let Some(&o) = o_ids.iter().rev().find(|o| fitting(o)) {
                     let kind = |o: &&usize| fitting(o) && compatible(&tv[t].op, &ov[**o].op);
                     let certain =
