@@ -15,6 +15,7 @@ mod dataflow_owner;
 mod decomposition;
 mod finish;
 mod folded_affine;
+mod folded_batch_norm;
 mod folded_scale;
 mod fused_nodes;
 mod fusion;
@@ -28,6 +29,7 @@ mod relaid_layout;
 mod repeated_calls;
 mod scoped;
 mod scopes;
+mod shared_instances;
 mod state;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
@@ -333,6 +335,8 @@ impl<'a> Pairer<'a> {
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
         let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
+        let aliased = shared_instances::read_shared_instances(onnx_scopes, &torch_paths);
+        let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
         // Scopes that name no TorchScript module (a converter's placeholder such as

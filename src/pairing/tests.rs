@@ -1142,3 +1142,82 @@ fn a_chain_of_layout_ops_arranged_otherwise_is_unpaired_as_a_whole() {
     assert_eq!(pair_of(&p, mm).unwrap().onnx, omm);
     assert_eq!(pair_of(&p, lin).unwrap().onnx, olin);
 }
+
+/// One module instance held by a block under another attribute than the one it was first
+/// registered under (CoaT's `self.cpe1`, handed to each serial block as `block.cpe`):
+/// TorchScript names the call `b.cpe`, the legacy exporter `b.cpe1`. The call pairs as the
+/// module's own; with two modules of `b` that ONNX never names, which one `cpe1` is cannot be
+/// told, and nothing is guessed.
+#[test]
+fn a_shared_instance_named_by_its_first_attribute_pairs_with_the_call() {
+    let x = [0.5, -1.0, 2.0];
+    let (c, f) = ([1.0, -2.0, 4.0], [2.0, 0.5, 1.0]);
+    for second_unnamed in [false, true] {
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tc = t.op("aten::_convolution", "b.cpe", &[ti], &c);
+        let mut last = tc;
+        if second_unnamed {
+            last = t.op("aten::relu", "b.act", &[tc], &c);
+        }
+        let tf = t.op("aten::linear", "b.fc", &[last], &f);
+        t.output(0, tf);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oc = o.op("Conv", "b.cpe1", &[oi], &c);
+        let of = o.op("Gemm", "b.fc", &[oc], &f);
+        o.output(0, of);
+        let p = pair(&t.build(), &o.build()).unwrap();
+        assert_eq!(
+            pair_of(&p, tf).map(|q| (q.onnx, q.paired_by)),
+            Some((of, PairedBy::ModuleOutput))
+        );
+        let conv = pair_of(&p, tc).map(|q| (q.onnx, q.paired_by));
+        if second_unnamed {
+            assert_ne!(conv, Some((oc, PairedBy::ModuleOutput)));
+        } else {
+            assert_eq!(conv, Some((oc, PairedBy::ModuleOutput)));
+        }
+    }
+}
+
+/// A graph without scopes (a dynamo export passed through onnxslim) in which the simplifier
+/// folded each BatchNorm into its conv and sorted a residual's downsample branch before the
+/// main path: the conv read only by its BatchNorm takes no place in the order, each
+/// BatchNorm is compared at its fused Conv, and the conv is fused into it.
+#[test]
+fn a_conv_whose_batch_norm_was_folded_leaves_the_fused_node_to_it_without_scopes() {
+    let x = [0.5, -1.0, 2.0];
+    let (ca, n1, r1) = ([1.0, -2.0, 4.0], [2.0, -3.0, 7.0], [2.0, 0.0, 7.0]);
+    let (dc, dn, sum) = ([-1.0, 0.5, 1.5], [-2.5, 0.25, 3.0], [-0.5, 0.25, 10.0]);
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tca = t.op("aten::_convolution", "b.conv", &[ti], &ca);
+    let tn1 = t.op("aten::batch_norm", "b.bn", &[tca], &n1);
+    let tr1 = t.op("aten::relu", "b.act", &[tn1], &r1);
+    let tdc = t.op("aten::_convolution", "d.conv", &[ti], &dc);
+    let tdn = t.op("aten::batch_norm", "d.bn", &[tdc], &dn);
+    let tadd = t.op("aten::add", "", &[tr1, tdn], &sum);
+    t.output(0, tadd);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let od = o.op("Conv", "", &[oi], &dn);
+    let o1 = o.op("Conv", "", &[oi], &n1);
+    let or = o.op("Relu", "", &[o1], &r1);
+    let oadd = o.op("Add", "", &[or, od], &sum);
+    o.output(0, oadd);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tv, ov) in [(tn1, o1), (tr1, or), (tdn, od), (tadd, oadd)] {
+        assert_eq!(
+            pair_of(&p, tv).map(|q| q.onnx),
+            Some(ov),
+            "torch value {tv}"
+        );
+    }
+    for conv in [tca, tdc] {
+        assert!(
+            pair_of(&p, conv).is_none(),
+            "conv {conv} is fused, not paired"
+        );
+    }
+}
