@@ -126,9 +126,11 @@ impl Pairer<'_> {
     }
 
     /// An unpaired conv whose consumer module is paired with a node of the conv's own kind
-    /// (a Conv carrying the BatchNorm's scope; in a graph without scopes, the Conv the
-    /// BatchNorm was met with): the conv is fused into that node.
+    /// (a Conv carrying the BatchNorm's scope): the conv is fused into that node.
     pub(super) fn fuse_producer_into_node(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let outputs = self.module_outputs();
         for &(u, _) in &outputs {
@@ -141,11 +143,6 @@ impl Pairer<'_> {
             let Some(&(v, ref v_path)) = consumer else {
                 continue;
             };
-            // Without scopes only a BatchNorm is known to fold into the conv before it
-            // (`folded_batch_norm`); any other conv left open is `left_open`'s.
-            if !self.onnx_has_scopes && tv[v].op != "aten::batch_norm" {
-                continue;
-            }
             let o = self.state.twin(v).expect("paired");
             let conv = torch_families(&tv[u].op).contains(&"conv");
             if conv && compatible(&tv[u].op, &ov[o].op) {

@@ -15,7 +15,6 @@ mod dataflow_owner;
 mod decomposition;
 mod finish;
 mod folded_affine;
-mod folded_batch_norm;
 mod folded_scale;
 mod fused_nodes;
 mod fusion;

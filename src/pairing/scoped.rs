@@ -2,13 +2,9 @@
 //! and the whole-graph alignment for a graph without scopes; and the reasons given to the
 //! values of a call that found no twin.
 
-use super::folded_batch_norm::feeds_only_batch_norm;
 use super::ops::{compatible, torch_families, vanishes_in_onnx};
 use super::scopes::key_path;
-use super::{
-    align, consumers_of, is_layer_candidate, relative_distance, same_shape, subtree, PairedBy,
-    Pairer,
-};
+use super::{align, is_layer_candidate, relative_distance, same_shape, subtree, PairedBy, Pairer};
 
 impl Pairer<'_> {
     /// A leaf module call's output is the last ONNX value of the same call with its shape.
@@ -87,8 +83,6 @@ impl Pairer<'_> {
             .flat_map(|(k, ids)| self.representatives(k, ids))
             .collect();
         reps.sort();
-        let readers = consumers_of(&self.torch.values);
-        reps.retain(|&t| !feeds_only_batch_norm(&self.torch.values, &readers, t));
         let onnx_ids: Vec<usize> = self
             .onnx
             .values
