@@ -87,7 +87,7 @@ pub(super) fn rerooted_onnx(
 }
 
 /// Copies of `values` without tensors, each scoped value's scope replaced by `scope(old)`.
-fn rewritten(
+pub(super) fn rewritten(
     values: &[CapturedValue],
     scope: impl Fn(&[ScopeLevel]) -> Vec<ScopeLevel>,
 ) -> Vec<CapturedValue> {

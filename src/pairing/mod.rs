@@ -31,6 +31,7 @@ mod relaid_layout;
 mod repeated_calls;
 mod scoped;
 mod scopes;
+mod shared_instances;
 mod split_outputs;
 mod state;
 
@@ -341,6 +342,8 @@ impl<'a> Pairer<'a> {
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
         let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
+        let aliased = shared_instances::read_shared_instances(onnx_scopes, &torch_paths);
+        let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
         // Scopes that name no TorchScript module (a converter's placeholder such as

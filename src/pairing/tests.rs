@@ -1461,3 +1461,41 @@ fn a_module_whose_closing_reshape_was_merged_is_compared_at_its_last_computing_o
         p.layers
     );
 }
+
+/// One module instance held by a block under another attribute than the one it was first
+/// registered under (CoaT's `self.cpe1`, handed to each serial block as `block.cpe`):
+/// TorchScript names the call `b.cpe`, the legacy exporter `b.cpe1`. The call pairs as the
+/// module's own; with two modules of `b` that ONNX never names, which one `cpe1` is cannot be
+/// told, and nothing is guessed.
+#[test]
+fn a_shared_instance_named_by_its_first_attribute_pairs_with_the_call() {
+    let x = [0.5, -1.0, 2.0];
+    let (c, f) = ([1.0, -2.0, 4.0], [2.0, 0.5, 1.0]);
+    for second_unnamed in [false, true] {
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tc = t.op("aten::_convolution", "b.cpe", &[ti], &c);
+        let mut last = tc;
+        if second_unnamed {
+            last = t.op("aten::relu", "b.act", &[tc], &c);
+        }
+        let tf = t.op("aten::linear", "b.fc", &[last], &f);
+        t.output(0, tf);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oc = o.op("Conv", "b.cpe1", &[oi], &c);
+        let of = o.op("Gemm", "b.fc", &[oc], &f);
+        o.output(0, of);
+        let p = pair(&t.build(), &o.build()).unwrap();
+        assert_eq!(
+            pair_of(&p, tf).map(|q| (q.onnx, q.paired_by)),
+            Some((of, PairedBy::ModuleOutput))
+        );
+        let conv = pair_of(&p, tc).map(|q| (q.onnx, q.paired_by));
+        if second_unnamed {
+            assert_ne!(conv, Some((oc, PairedBy::ModuleOutput)));
+        } else {
+            assert_eq!(conv, Some((oc, PairedBy::ModuleOutput)));
+        }
+    }
+}
