@@ -1153,7 +1153,12 @@ fn a_division_by_one_is_an_alias_not_a_layer_that_takes_the_next_mul() {
     let prod = [4.0, 8.0, 18.0, 24.0];
     let mut t = Builder::new(Side::Torch);
     let ti = t.input(0, &x);
-    let rel = t.op("aten::_convolution", "head.conv", &[ti], &[2.0, 4.0, 6.0, 8.0]);
+    let rel = t.op(
+        "aten::_convolution",
+        "head.conv",
+        &[ti],
+        &[2.0, 4.0, 6.0, 8.0],
+    );
     let w = t.op("aten::_convolution", "head.width", &[ti], &widths);
     let div = t.op("aten::div", "", &[rel], &[2.0, 4.0, 6.0, 8.0]);
     let mul = t.op("aten::mul", "", &[div, w], &prod);
@@ -1230,7 +1235,9 @@ fn a_computation_a_simplifier_merged_into_another_module_is_covered_not_misplace
         assert!(pair_of(&p, id).is_none(), "value {id} is the pooler's");
         let u = p.unpaired.iter().find(|u| u.id == id).unwrap();
         assert!(
-            u.accounted && u.reason.contains(&format!("computes what {original} computes")),
+            u.accounted
+                && u.reason
+                    .contains(&format!("computes what {original} computes")),
             "{}",
             u.reason
         );
