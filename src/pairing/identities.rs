@@ -11,6 +11,14 @@
 //! whose value has its input's shape, dtype and every element is that input: it computes
 //! nothing, so it is neither aligned nor compared, and counts as covered (its input is
 //! compared). This reads TorchScript's values only; nothing on the ONNX side is judged by it.
+//!
+//! The same holds for elementwise arithmetic by a constant that is the op's identity element
+//! (`rel_codes / wx` with unit box-coder weights in every torchvision detector): ONNX Runtime
+//! and the simplifiers drop a Div or Mul by 1 and an Add or Sub of 0, so the op has no node,
+//! and the order would pair it with the next Mul of its shape. Only an op whose one captured
+//! operand is its input (the other a constant the graph does not compute) and whose value is
+//! that input, element for element, is taken: an op of two computed values (a mask added to
+//! attention scores) is real computation even where it happens to change nothing.
 
 use super::{is_layer_candidate, relative_distance, Pairer};
 
@@ -19,7 +27,7 @@ impl Pairer<'_> {
         let tv = &self.torch.values;
         let identities: Vec<(usize, usize)> = tv
             .iter()
-            .filter(|v| is_layer_candidate(v) && selects(&v.op))
+            .filter(|v| is_layer_candidate(v) && (selects(&v.op) || by_constant(v)))
             .filter_map(|v| {
                 v.inputs
                     .iter()
@@ -47,6 +55,15 @@ impl Pairer<'_> {
 fn selects(op: &str) -> bool {
     let name = op.strip_prefix("aten::").unwrap_or(op);
     matches!(name, "slice" | "narrow" | "expand" | "expand_as")
+}
+
+/// Elementwise arithmetic whose only computed operand is its input: the other is a constant
+/// (a Python number or a tensor no model input reaches), so a value equal to that input
+/// means the constant is the op's identity element.
+fn by_constant(v: &crate::capture::CapturedValue) -> bool {
+    let name = v.op.strip_prefix("aten::").unwrap_or(&v.op);
+    let name = name.strip_suffix('_').unwrap_or(name);
+    matches!(name, "add" | "sub" | "mul" | "div" | "true_divide") && v.inputs.len() == 1
 }
 
 /// Whether `v` holds exactly the tensor `input` holds: the same shape, dtype and elements.

@@ -14,6 +14,7 @@ mod common_root;
 mod dataflow;
 mod dataflow_owner;
 mod decomposition;
+mod duplicates;
 mod finish;
 mod folded_affine;
 mod folded_scale;

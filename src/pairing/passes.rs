@@ -22,6 +22,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "identities",
         run: |p| p.mark_identities(),
     },
+    // A value computing again what an earlier one did (merged by simplifiers): an alias.
+    Pass {
+        name: "duplicates",
+        run: |p| p.mark_duplicates(),
+    },
     // A module called several times in a row, one run on the TorchScript side: split.
     Pass {
         name: "repeated_calls",

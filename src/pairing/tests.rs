@@ -1499,3 +1499,131 @@ fn a_shared_instance_named_by_its_first_attribute_pairs_with_the_call() {
         }
     }
 }
+
+#[test]
+fn a_division_by_one_is_an_alias_not_a_layer_that_takes_the_next_mul() {
+    // A box decoder divides its deltas by unit weights (`rel / 1.0`) and multiplies by the
+    // anchors' widths; ONNX Runtime dropped the Div by 1. Left in the order, the div met the
+    // Mul and failed by the widths' factor, and the mul lost its twin.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let widths = [2.0, 2.0, 3.0, 3.0];
+    let prod = [4.0, 8.0, 18.0, 24.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let rel = t.op(
+        "aten::_convolution",
+        "head.conv",
+        &[ti],
+        &[2.0, 4.0, 6.0, 8.0],
+    );
+    let w = t.op("aten::_convolution", "head.width", &[ti], &widths);
+    let div = t.op("aten::div", "", &[rel], &[2.0, 4.0, 6.0, 8.0]);
+    let mul = t.op("aten::mul", "", &[div, w], &prod);
+    let half = t.op("aten::mul", "", &[mul], &[2.0, 4.0, 9.0, 12.0]);
+    t.output(0, half);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let orel = o.op("Conv", "head.conv", &[oi], &[2.0, 4.0, 6.0, 8.0]);
+    let ow = o.op("Conv", "head.width", &[oi], &widths);
+    let omul = o.op("Mul", "", &[orel, ow], &prod);
+    let ohalf = o.op("Mul", "", &[omul], &[2.0, 4.0, 9.0, 12.0]);
+    o.output(0, ohalf);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    assert!(pair_of(&p, div).is_none(), "x / 1 computes nothing");
+    let alias = p.unpaired.iter().find(|u| u.id == div).unwrap();
+    assert!(alias.accounted && alias.reason.contains("equals its input"));
+    assert_eq!(pair_of(&p, mul).unwrap().onnx, omul);
+    assert_eq!(pair_of(&p, half).unwrap().onnx, ohalf);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn an_op_of_two_computed_values_that_changes_nothing_is_still_a_layer() {
+    // A mask of zeros added to scores changes nothing on this input, but it is computed
+    // from the input: a real Add, paired and compared.
+    let x = [1.0, 2.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let scores = t.op("aten::linear", "attn.q", &[ti], &[3.0, 4.0]);
+    let mask = t.op("aten::linear", "attn.mask", &[ti], &[0.0, 0.0]);
+    let add = t.op("aten::add", "attn", &[scores, mask], &[3.0, 4.0]);
+    t.output(0, add);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let os = o.op("Gemm", "attn.q", &[oi], &[3.0, 4.0]);
+    let om = o.op("Gemm", "attn.mask", &[oi], &[0.0, 0.0]);
+    let oadd = o.op("Add", "attn", &[os, om], &[3.0, 4.0]);
+    o.output(0, oadd);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, add).unwrap().onnx, oadd);
+}
+
+#[test]
+fn a_computation_a_simplifier_merged_into_another_module_is_covered_not_misplaced() {
+    // A RoI pooler takes `boxes[:, 2] - boxes[:, 0]` for the box areas; the box decoder
+    // after it takes the same difference of the same boxes for the widths. The simplifier
+    // merged the two: one Sub, in the pooler's scope, read by the decoder's Unsqueeze.
+    let boxes = [1.0, 2.0, 3.0, 5.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &boxes);
+    let g0 = t.op("aten::select", "roi.pool", &[ti], &[1.0, 2.0]);
+    let g2 = t.op("aten::select", "roi.pool", &[ti], &[3.0, 5.0]);
+    let w = t.op("aten::sub", "roi.pool", &[g2, g0], &[2.0, 3.0]);
+    let area = t.op("aten::mul", "roi.pool", &[w, w], &[4.0, 9.0]);
+    let r0 = t.op("aten::select", "roi", &[ti], &[1.0, 2.0]);
+    let r2 = t.op("aten::select", "roi", &[ti], &[3.0, 5.0]);
+    let rw = t.op("aten::sub", "roi", &[r2, r0], &[2.0, 3.0]);
+    let un = t.op("aten::unsqueeze", "roi", &[rw], &[2.0, 3.0]);
+    let m = t.op("aten::mul", "roi", &[un, area], &[8.0, 27.0]);
+    t.output(0, m);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &boxes);
+    let og0 = o.op("Gather", "roi.pool", &[oi], &[1.0, 2.0]);
+    let og2 = o.op("Gather", "roi.pool", &[oi], &[3.0, 5.0]);
+    let ow = o.op("Sub", "roi.pool", &[og2, og0], &[2.0, 3.0]);
+    let oarea = o.op("Mul", "roi.pool", &[ow, ow], &[4.0, 9.0]);
+    let oun = o.op("Unsqueeze", "roi", &[ow], &[2.0, 3.0]);
+    let om = o.op("Mul", "roi", &[oun, oarea], &[8.0, 27.0]);
+    o.output(0, om);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    for (id, original) in [(r0, "v1"), (r2, "v2"), (rw, "v3")] {
+        assert!(pair_of(&p, id).is_none(), "value {id} is the pooler's");
+        let u = p.unpaired.iter().find(|u| u.id == id).unwrap();
+        assert!(
+            u.accounted
+                && u.reason
+                    .contains(&format!("computes what {original} computes")),
+            "{}",
+            u.reason
+        );
+    }
+    assert_eq!(pair_of(&p, area).unwrap().onnx, oarea);
+    assert_eq!(pair_of(&p, un).unwrap().onnx, oun);
+    assert_eq!(pair_of(&p, m).unwrap().onnx, om);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn the_same_op_on_the_same_input_that_computes_otherwise_is_a_layer() {
+    // Two modules select from the same boxes, other columns: the same op on the same input,
+    // different values. Neither is an alias of the other; both are compared.
+    let boxes = [1.0, 2.0, 3.0, 5.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &boxes);
+    let a = t.op("aten::select", "a", &[ti], &[1.0, 2.0]);
+    let b = t.op("aten::select", "b", &[ti], &[3.0, 5.0]);
+    let s = t.op("aten::add", "", &[a, b], &[4.0, 7.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &boxes);
+    let oa = o.op("Gather", "a", &[oi], &[1.0, 2.0]);
+    let ob = o.op("Gather", "b", &[oi], &[3.0, 5.0]);
+    let os = o.op("Add", "", &[oa, ob], &[4.0, 7.0]);
+    o.output(0, os);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, a).unwrap().onnx, oa);
+    assert_eq!(pair_of(&p, b).unwrap().onnx, ob);
+    assert_eq!(pair_of(&p, s).unwrap().onnx, os);
+}

@@ -228,11 +228,13 @@ void inline_everything(torch::jit::Graph& graph) {
 }
 
 // Nodes whose tensor outputs are not activations: parameters and buffers read from the
-// module (prim::GetAttr), constants, and calls that could not be inlined.
+// module (prim::GetAttr), constants, calls that could not be inlined, and the placeholder a
+// scripted branch that raises yields for its outputs (prim::Uninitialized: typed a Tensor,
+// it holds none, so observing it fails the run although the branch is never taken).
 bool is_structural(const Node* node) {
   auto k = node->kind();
   return k == c10::prim::Constant || k == c10::prim::GetAttr || k == c10::prim::CallMethod ||
-         k == c10::prim::CallFunction;
+         k == c10::prim::CallFunction || k == c10::prim::Uninitialized;
 }
 
 // Every attribute slot of every module that is neither a submodule nor a parameter (buffers,

@@ -1,0 +1,90 @@
+//! TorchScript values that compute again what an earlier value computed: one ONNX node for
+//! both once a simplifier merged the common subexpression.
+//!
+//! A detector's box decoder takes `boxes[:, 2] - boxes[:, 0]` of the proposals that its
+//! RoI pooler has just taken the same difference of (for the box areas). TorchScript keeps
+//! both computations; onnxslim, onnxsim and ONNX Runtime merge nodes that apply the same
+//! op to the same inputs, and the one node left sits in the scope of the first. The second
+//! computation then has no node in its own scope, and the order-keeping alignment pairs it,
+//! and every op after it, with the next node of its shape there: a `select` met an
+//! `Unsqueeze`, and a clean pair failed. A value of the same op, shape and dtype as an
+//! earlier one, computed from inputs that hold the same tensors (the same values, or values
+//! equal element for element: a one-element `cat` of the proposals is the proposals), and
+//! equal to it element for element, in another module's scope, is the same computation: it
+//! is neither aligned nor compared, and counts as covered (the earlier value is compared).
+//! Where the ONNX graph kept both nodes, the second is left without a twin; it feeds what
+//! the later pairs compare. Two such values of one scope (a query and a key transposed from
+//! one input) are left to the alignment: a merged node still sits in their scope, where the
+//! values choose between them; so are ops with weights (a Conv, a Linear, a norm), which a
+//! fault can change in one of two copies. This reads TorchScript's values only.
+
+use super::{is_layer_candidate, ops, Pairer};
+use crate::capture::CapturedValue;
+use std::collections::HashMap;
+
+impl Pairer<'_> {
+    pub(super) fn mark_duplicates(&mut self) {
+        let tv = &self.torch.values;
+        // Candidates by what must agree before any data is read.
+        let mut seen: HashMap<(&str, &[usize], String), Vec<usize>> = HashMap::new();
+        let mut duplicates: Vec<(usize, usize)> = Vec::new();
+        for v in tv.iter().filter(|v| {
+            is_layer_candidate(v)
+                && !v.inputs.is_empty()
+                && !weighted(&v.op)
+                && !self.state.identities.contains(&v.id)
+        }) {
+            let group = seen
+                .entry((v.op.as_str(), v.shape.as_slice(), format!("{:?}", v.dtype)))
+                .or_default();
+            let original = group.iter().copied().find(|&u| {
+                tv[u].module_path() != v.module_path()
+                    && same_data(&tv[u], v)
+                    && same_inputs(tv, &tv[u], v)
+            });
+            match original {
+                Some(u) => duplicates.push((v.id, u)),
+                None => group.push(v.id),
+            }
+        }
+        for (t, original) in duplicates {
+            let reason = format!(
+                "computes what {} computes (the same op on the same inputs; a simplifier merges the two)",
+                tv[original].name
+            );
+            self.state.identities.insert(t);
+            self.state.reason.insert(t, (reason, true));
+        }
+    }
+}
+
+/// Ops that apply weights (a Conv, a Linear, a norm): two of them on one input are two
+/// layers, each with weights of its own that a fault can change, whatever they hold here.
+fn weighted(op: &str) -> bool {
+    ops::torch_families(op)
+        .iter()
+        .any(|f| matches!(*f, "conv" | "matmul" | "norm"))
+}
+
+/// Whether `u` and `v` read the same tensors, in the same order: the same captured values,
+/// or values that hold the same shape, dtype and elements.
+fn same_inputs(tv: &[CapturedValue], u: &CapturedValue, v: &CapturedValue) -> bool {
+    u.inputs.len() == v.inputs.len()
+        && u.inputs
+            .iter()
+            .zip(&v.inputs)
+            .all(|(&a, &b)| a == b || same_data(&tv[a], &tv[b]))
+}
+
+/// Whether two values hold exactly the same tensor, stopping at the first element apart.
+fn same_data(a: &CapturedValue, b: &CapturedValue) -> bool {
+    if a.shape != b.shape || a.dtype != b.dtype {
+        return false;
+    }
+    match (a.data(), b.data()) {
+        (Ok(x), Ok(y)) => {
+            x.numel() == y.numel() && (0..x.numel()).all(|i| x.data.get_f64(i) == y.data.get_f64(i))
+        }
+        _ => false,
+    }
+}
