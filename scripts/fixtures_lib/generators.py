@@ -46,7 +46,7 @@ GENERATORS = (
     Generator("make_drift_fixtures.py", "tests/fixtures/drift/: accumulated drift, with and "
               "without a fault, and a clean network that amplifies rounding",
               "tests/fixtures/drift/rounding_only/model.onnx",
-              size="0.4 MB", seconds=8),
+              size="1.6 MB", seconds=10),
     Generator("make_signature_fixtures.py", "tests/fixtures/signature/: pairs whose two "
               "files come from different tools", "tests/fixtures/signature/manifest.json",
               size="0.7 MB", seconds=12),
