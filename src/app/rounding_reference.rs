@@ -14,20 +14,25 @@ use crate::capture::tensor::DType;
 use crate::capture::Capture;
 use crate::compare::evaluate::Evaluation;
 use crate::compare::isolation::drift;
+use crate::compare::judged::OutputResult;
 use crate::compare::output_tolerance::OutputTolerance;
 use crate::compare::rounding_reference::{judge, RoundingRun};
 use crate::pairing::Pairing;
 use crate::signature::types::ArgValue;
 use crate::torch::TorchModel;
 
-/// Whether the outputs need the reference: some float32 output fails its tolerance and no
-/// layer is where an error starts.
+/// Whether the outputs need the reference: some float32 or integer output fails its
+/// tolerance and no layer is where an error starts.
 pub fn needed(eval: &Evaluation) -> bool {
     drift(&eval.layers, &eval.outputs).is_some()
-        && eval
-            .outputs
-            .iter()
-            .any(|o| !o.cmp.pass && o.cmp.precision == DType::F32.name())
+        && eval.outputs.iter().any(|o| !o.cmp.pass && judged_here(o))
+}
+
+/// Whether float64 says anything about an output: one computed in float32, or an integer
+/// one (labels, indices) that float32 decisions chose. Float16 and bfloat16 outputs round
+/// far more than float32 does, and their own tolerance is what judges them.
+fn judged_here(o: &OutputResult) -> bool {
+    DType::from_name(&o.cmp.precision).is_some_and(|d| d == DType::F32 || !d.is_float())
 }
 
 /// Runs the reference for `eval`'s failing float32 outputs: `args` are the worst sample's
@@ -58,7 +63,7 @@ fn run(
     model.cast_to_float64()?;
     let exact = model.forward_named(&args.iter().map(to_float64).collect::<Vec<_>>())?;
     for output in eval.outputs.iter_mut() {
-        if output.cmp.pass || output.cmp.precision != DType::F32.name() {
+        if output.cmp.pass || !judged_here(output) {
             continue;
         }
         let Some(pair) = pairing.outputs.get(output.position) else {
