@@ -93,6 +93,16 @@ class ChaoticMlp(torch.nn.Module):
         return self.head(x)
 
 
+def export_both(model, example, folder):
+    """Writes folder/model.onnx (legacy exporter) and folder/model.pt; returns the ONNX path."""
+    onnx_path = os.path.join(folder, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex.export_onnx(model, example, onnx_path, "legacy", ["x"], ["y"])
+        torch.jit.trace(model, example).save(os.path.join(folder, "model.pt"))
+    return onnx_path
+
+
 def write_rounding_only(out):
     """A clean export of ChaoticMlp: ONNX Runtime's output differs from PyTorch's beyond the
     default output tolerance, yet no more than PyTorch's own float32 result differs from its
@@ -102,11 +112,7 @@ def write_rounding_only(out):
     torch.manual_seed(0)
     model = ChaoticMlp().eval()
     example = (torch.randn(4, 64),)
-    onnx_path = os.path.join(folder, "model.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ex.export_onnx(model, example, onnx_path, "legacy", ["x"], ["y"])
-        torch.jit.trace(model, example).save(os.path.join(folder, "model.pt"))
+    onnx_path = export_both(model, example, folder)
     import onnxruntime as ort
     with torch.no_grad():
         float32 = model(*example).numpy()
@@ -147,11 +153,7 @@ def write_pair(out, name, fault):
     torch.manual_seed(0)
     model = DeepMlp().eval()
     example = (torch.randn(4, 32),)
-    onnx_path = os.path.join(folder, "model.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ex.export_onnx(model, example, onnx_path, "legacy", ["x"], ["y"])
-        torch.jit.trace(model, example).save(os.path.join(folder, "model.pt"))
+    onnx_path = export_both(model, example, folder)
     exported = onnx.load(onnx_path)
     for i in range(BLOCKS):
         gemm = gemm_of_block(exported, i)

@@ -42,12 +42,7 @@ impl Pairer<'_> {
         if !self.onnx_has_scopes {
             return;
         }
-        let groups: Vec<(String, Vec<usize>)> = self
-            .torch_groups
-            .iter()
-            .filter(|(k, _)| !self.is_leaf_group(k))
-            .map(|(k, ids)| (k.clone(), ids.clone()))
-            .collect();
+        let groups = self.op_groups();
         for (key, ids) in groups {
             let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
                 continue;

@@ -48,18 +48,23 @@ impl Pairer<'_> {
         }
     }
 
+    /// The TorchScript groups of scopes with child modules (or the top level): where
+    /// functional ops are paired by kind, shape and order rather than as module outputs.
+    pub(super) fn op_groups(&self) -> Vec<(String, Vec<usize>)> {
+        self.torch_groups
+            .iter()
+            .filter(|(k, _)| !self.is_leaf_group(k))
+            .map(|(k, ids)| (k.clone(), ids.clone()))
+            .collect()
+    }
+
     /// The functional ops of a scope with child modules (or the top level) pair with the
     /// ONNX values of the same scope by compatible kind, shape and order.
     pub(super) fn pair_ops_in_scope(&mut self) {
         if !self.onnx_has_scopes {
             return;
         }
-        let groups: Vec<(String, Vec<usize>)> = self
-            .torch_groups
-            .iter()
-            .filter(|(k, _)| !self.is_leaf_group(k))
-            .map(|(k, ids)| (k.clone(), ids.clone()))
-            .collect();
+        let groups = self.op_groups();
         for (key, t_ids) in groups {
             let o_ids = self.onnx_groups.get(&key).cloned().unwrap_or_default();
             if o_ids.is_empty() {
