@@ -183,6 +183,9 @@ def fault_checks(spec, pair, args, binary_id):
             cache.write_json(recipes_path, {"error": f"fault planning failed ({status}): "
                                                      f"{tail}", "faults": []})
             return
+    from sweep import faults
+    if faults.refresh_expected(recipes, os.path.join(folder, pair, "model.onnx")):
+        cache.write_json(recipes_path, recipes)
     for recipe in recipes.get("faults", []):
         key = f"{spec['id']}/{pair}/{recipe['id']}"
         path = cache.result_path(binary_id, key)
@@ -190,7 +193,6 @@ def fault_checks(spec, pair, args, binary_id):
             continue
         if args.report_only:
             continue
-        from sweep import faults
         with tempfile.TemporaryDirectory(prefix="sweep-fault-") as tmp:
             onnx_path = os.path.join(tmp, "model.onnx")
             faults.materialise(os.path.join(folder, pair, "model.onnx"), recipe, onnx_path)
@@ -236,7 +238,8 @@ def plan_faults(model_id, pair, precision):
     with np.load(os.path.join(folder, "inputs.npz")) as z:
         feeds = {k: z[k] for k in z.files}
     faults.isolated_sizes(clean, recipes, feeds, precision)
-    cache.write_json(os.path.join(folder, pair, "faults.json"), {"faults": recipes})
+    cache.write_json(os.path.join(folder, pair, "faults.json"),
+                     {"faults": recipes, "derivation": faults.DERIVATION})
 
 
 def calibrate(specs, args, binary_id, start):

@@ -17,7 +17,8 @@ to the clean ONNX file when the check runs, so hundreds of faults cost no disk.
 Expected culprit: the module path from the mutated node's own scope, in this order: the dynamo
 exporter's `pkg.torch.onnx.name_scopes` metadata (its last module entry), the legacy exporter's
 node name (`/layer2/layer2.0/downsample/downsample.0/Conv` -> `layer2.0.downsample.0`), else the
-initializer's name without its last part (`blocks.3.fc1.weight` -> `blocks.3.fc1`). The expected
+initializer's name without its last part (`blocks.3.fc1.weight` -> `blocks.3.fc1`), else the
+legacy value names an optimiser left on a node it renamed (`_module_from_value_names`). The expected
 ONNX node is the mutated node; `accepted_nodes` adds the nodes that complete its module's output
 (downstream of it in the same module scope; in a graph without scopes, the chain of sole
 consumers up to two hops: a MatMul's bias Add).
@@ -107,7 +108,29 @@ def expected_module(node, graph, initializer_name=None):
     for name in ([initializer_name] if initializer_name in own else []) + own:
         if "." in name and "::" not in name:
             return name.rsplit(".", 1)[0], "initializer"
-    return None, None
+    return _module_from_value_names(node, graph)
+
+
+def _module_from_value_names(node, graph):
+    """For a node an optimiser renamed or made (ONNX Runtime's fusions, inlined functions):
+    the legacy exporter's value names outlive the node names. A fused node's output keeps the
+    name of the value it replaces (`SkipLayerNorm_0` writes `.../attention/LayerNorm/
+    LayerNormalization_output_0`), and a function expanded into nodes ends in the node that
+    writes the call's output: HardSwish(x) inlined as HardSigmoid + Mul, where the Mul reads
+    x and HardSigmoid(x) and writes `.../act/HardSwish_output_0`. So: the node's own output
+    names, else those of a consumer that also reads the node's input (the rest of the same
+    expanded call); none when they name different modules. A consumer that reads only the
+    node's output is the next layer, not this one, so it is not followed."""
+    def scopes(nodes):
+        return {legacy_module(out) for n in nodes for out in n.output if legacy_module(out)}
+    own = scopes([node])
+    if not own:
+        inputs = {name for name in node.input if name}
+        outputs = set(node.output)
+        rest = [n for n in graph.node if n is not node and outputs & set(n.input)
+                and inputs & set(n.input)]
+        own = scopes(rest)
+    return (own.pop(), "value_name") if len(own) == 1 else (None, None)
 
 
 def node_scope(node):
@@ -287,6 +310,26 @@ def attribute_changes(model, rng):
 
 
 # Recipes -------------------------------------------------------------------------------------
+
+# Bumped when the expected-culprit derivation changes: cached recipes are then re-derived from
+# their clean graph (refresh_expected), so the cache never mixes two derivations.
+DERIVATION = 2
+
+
+def refresh_expected(doc, model_path):
+    """Re-derives the expected culprit of cached recipes planned under an older derivation;
+    True when `doc` changed (the caller writes it back)."""
+    if doc.get("derivation") == DERIVATION or not doc.get("faults"):
+        return False
+    graph = onnx.load(model_path, load_external_data=False).graph
+    for r in doc["faults"]:
+        node = graph.node[r["node_index"]]
+        init_name = node.input[r.get("input_index", 1)] if r["kind"] != "attribute" else None
+        r["expected_module"], r["expected_module_from"] = expected_module(node, graph,
+                                                                          init_name)
+    doc["derivation"] = DERIVATION
+    return True
+
 
 def plan(model, pair_key, faults_per_kind=None):
     """The fault recipes for one clean model, deterministic in pair_key."""

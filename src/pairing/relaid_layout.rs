@@ -16,7 +16,7 @@
 //! permutation in the export is not hidden: the values it feeds disagree, and the first of
 //! them fails.
 
-use super::ops::{onnx_families, torch_families};
+use super::ops::{onnx_families, torch_families, vanishes_in_onnx};
 use super::rearranged::holds_same_values;
 use super::{consumers_of, Pairer};
 use crate::capture::CapturedValue;
@@ -35,12 +35,13 @@ const ROUNDING: f64 = 1e-5;
 const MARGIN: f64 = 100.0;
 
 /// The nearest values in `next(t)` direction that `has_twin` accepts, looking through the
-/// others.
+/// others while `passable` allows; None when the walk meets one it may not look through.
 fn nearest_paired(
     start: &[usize],
     next: impl Fn(usize) -> Vec<usize>,
     has_twin: impl Fn(usize) -> bool,
-) -> Vec<usize> {
+    passable: impl Fn(usize) -> bool,
+) -> Option<Vec<usize>> {
     let (mut found, mut seen) = (Vec::new(), HashSet::new());
     let mut stack = start.to_vec();
     while let Some(v) = stack.pop() {
@@ -49,11 +50,19 @@ fn nearest_paired(
         }
         if has_twin(v) {
             found.push(v);
-        } else {
+        } else if passable(v) {
             stack.extend(next(v));
+        } else {
+            return None;
         }
     }
-    found
+    Some(found)
+}
+
+/// Whether TorchScript value `t` computes nothing: a layout op or one that vanishes from
+/// ONNX (an identity in eval mode).
+fn computes_nothing(t: &CapturedValue) -> bool {
+    torch_families(&t.op) == ["layout"] || vanishes_in_onnx(&t.op)
 }
 
 fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
@@ -90,8 +99,20 @@ impl Pairer<'_> {
         // them to the values the chain starts from and feeds.
         let has_twin = |u: usize| self.twin(u).is_some() && !self.is_apart_layout(u);
         let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
-        let before = nearest_paired(&tv[t].inputs, |u| tv[u].inputs.clone(), has_twin);
-        let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin);
+        // Upstream the walk passes only ops that compute nothing: the proof is that the
+        // pair's data is what agreeing producers hand on, which an unpaired computing op
+        // between them (a projection internal to its module, where a fault may sit) breaks;
+        // a channel swap there even leaves "the same values in another order".
+        let Some(before) = nearest_paired(
+            &tv[t].inputs,
+            |u| tv[u].inputs.clone(),
+            has_twin,
+            |u| computes_nothing(&tv[u]),
+        ) else {
+            return false;
+        };
+        let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin, |_| true)
+            .unwrap_or_default();
         // The twin holding the value's own data in another order proves the arrangement is
         // all that differs, whatever happens downstream. Without that proof, the values it
         // feeds settle it only when they agree far better than the pair itself does: a

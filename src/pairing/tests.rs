@@ -1627,3 +1627,41 @@ fn the_same_op_on_the_same_input_that_computes_otherwise_is_a_layer() {
     assert_eq!(pair_of(&p, b).unwrap().onnx, ob);
     assert_eq!(pair_of(&p, s).unwrap().onnx, os);
 }
+
+/// A leaf module computing `view, addmm, view` (GPT-2's Conv1D), whose closing view pairs
+/// with its closing Reshape, while the addmm inside it is not compared. `swap` exchanges
+/// two output channels of the ONNX Gemm (a planted fault): the closing view's twin then holds
+/// the same values in another order. Returns the pairing and the closing view's and Reshape's ids.
+fn leaf_projection(swap: bool) -> (Pairing, usize, usize) {
+    let x = [1.0, -2.0, 3.0, 0.5];
+    let y = [0.4, -1.5, 2.5, 0.9];
+    let swapped = [-1.5, 0.4, 0.9, 2.5];
+    let out: &[f32] = if swap { &swapped } else { &y };
+    let sum = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(p, q)| p + q).collect::<Vec<_>>();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tf = t.op("aten::view", "mlp.c_proj", &[ti], &x);
+    let tm = t.op("aten::addmm", "mlp.c_proj", &[tf], &y);
+    let tv = t.op("aten::view", "mlp.c_proj", &[tm], &y);
+    let ta = t.op("aten::add", "", &[ti, tv], &sum(&x, &y));
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let of = o.op("Reshape", "mlp.c_proj", &[oi], &x);
+    let om = o.op("Gemm", "mlp.c_proj", &[of], out);
+    let ov = o.op("Reshape", "mlp.c_proj", &[om], out);
+    let oa = o.op("Add", "", &[oi, ov], &sum(&x, out));
+    o.output(0, oa);
+    (pair(&t.build(), &o.build()).unwrap(), tv, ov)
+}
+
+#[test]
+fn a_channel_swap_inside_a_module_is_not_taken_for_a_relaid_layout() {
+    // The proof that a layout pair differs by arrangement only is that agreeing producers
+    // hand it its data; an uncompared addmm between them computes, and may be the fault.
+    let (clean, tv, ov) = leaf_projection(false);
+    assert!(pair_of(&clean, tv).is_some_and(|made| made.onnx == ov));
+    let (faulted, tv, ov) = leaf_projection(true);
+    let made = pair_of(&faulted, tv).expect("the module output stays compared");
+    assert_eq!(made.onnx, ov, "with its closing Reshape");
+}
