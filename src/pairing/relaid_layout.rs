@@ -16,7 +16,7 @@
 //! permutation in the export is not hidden: the values it feeds disagree, and the first of
 //! them fails.
 
-use super::ops::{onnx_families, torch_families, vanishes_in_onnx};
+use super::ops::{is_bookkeeping, onnx_families, torch_families, vanishes_in_onnx};
 use super::rearranged::holds_same_values;
 use super::{consumers_of, Pairer};
 use crate::capture::CapturedValue;
@@ -35,14 +35,14 @@ const ROUNDING: f64 = 1e-5;
 const MARGIN: f64 = 100.0;
 
 /// The nearest values in `next(t)` direction that `has_twin` accepts, looking through the
-/// others while `passable` allows; None when the walk meets one it may not look through.
+/// others; and whether one looked through computes data (`computes` says).
 fn nearest_paired(
     start: &[usize],
     next: impl Fn(usize) -> Vec<usize>,
     has_twin: impl Fn(usize) -> bool,
-    passable: impl Fn(usize) -> bool,
-) -> Option<Vec<usize>> {
-    let (mut found, mut seen) = (Vec::new(), HashSet::new());
+    computes: impl Fn(usize) -> bool,
+) -> (Vec<usize>, bool) {
+    let (mut found, mut seen, mut crossed) = (Vec::new(), HashSet::new(), false);
     let mut stack = start.to_vec();
     while let Some(v) = stack.pop() {
         if !seen.insert(v) {
@@ -50,19 +50,18 @@ fn nearest_paired(
         }
         if has_twin(v) {
             found.push(v);
-        } else if passable(v) {
-            stack.extend(next(v));
         } else {
-            return None;
+            crossed |= computes(v);
+            stack.extend(next(v));
         }
     }
-    Some(found)
+    (found, crossed)
 }
 
-/// Whether TorchScript value `t` computes nothing: a layout op or one that vanishes from
-/// ONNX (an identity in eval mode).
+/// Whether TorchScript value `t` computes no data: a layout op, one that vanishes from ONNX
+/// (an identity in eval mode), or shape bookkeeping (the sizes a reshape reads).
 fn computes_nothing(t: &CapturedValue) -> bool {
-    torch_families(&t.op) == ["layout"] || vanishes_in_onnx(&t.op)
+    torch_families(&t.op) == ["layout"] || vanishes_in_onnx(&t.op) || is_bookkeeping(t)
 }
 
 fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
@@ -99,32 +98,30 @@ impl Pairer<'_> {
         // them to the values the chain starts from and feeds.
         let has_twin = |u: usize| self.twin(u).is_some() && !self.is_apart_layout(u);
         let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
-        // Upstream the walk passes only ops that compute nothing: the proof is that the
-        // pair's data is what agreeing producers hand on, which an unpaired computing op
-        // between them (a projection internal to its module, where a fault may sit) breaks;
-        // a channel swap there even leaves "the same values in another order".
-        let Some(before) = nearest_paired(
+        let (before, computed_between) = nearest_paired(
             &tv[t].inputs,
             |u| tv[u].inputs.clone(),
             has_twin,
-            |u| computes_nothing(&tv[u]),
-        ) else {
-            return false;
-        };
-        let after = nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin, |_| true)
-            .unwrap_or_default();
+            |u| !computes_nothing(&tv[u]),
+        );
+        let (after, _) =
+            nearest_paired(&consumers[t], |v| consumers[v].clone(), has_twin, |_| false);
         // The twin holding the value's own data in another order proves the arrangement is
-        // all that differs, whatever happens downstream. Without that proof, the values it
-        // feeds settle it only when they agree far better than the pair itself does: a
-        // fault after the pair (or in its twin's op) leaves its consumers about as far
-        // apart as the pair, while a mere rearrangement leaves them at rounding.
+        // all that differs, whatever happens downstream, but only when nothing between the
+        // agreeing producers and the pair computes: an uncompared op there (a projection
+        // internal to its module, where a fault may sit) can itself reorder the data, and a
+        // channel swap in it leaves exactly "the same values in another order". Without
+        // that proof, the values it feeds settle it only when they agree far better than
+        // the pair itself does: a fault after the pair (or in its twin's op) leaves its
+        // consumers about as far apart as the pair, while a mere rearrangement leaves them
+        // at rounding.
         let carried = before
             .iter()
             .filter_map(|&u| self.twin(u).map(|o| self.distance(u, o)))
             .fold(0.0, f64::max);
         !before.is_empty()
             && before.iter().all(|&u| agrees(u))
-            && (self.twin_holds_same_values(t, carried)
+            && ((!computed_between && self.twin_holds_same_values(t, carried))
                 || (!after.is_empty() && after.iter().all(|&v| self.agrees_far_better(v, t))))
     }
 
