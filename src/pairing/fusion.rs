@@ -17,10 +17,25 @@ use std::collections::HashMap;
 /// (Conv, BatchNorm, activation, and one more for a bias or clip).
 const MAX_FUSED_CHAIN: usize = 3;
 
+/// Beyond this distance a pair the values chose does not agree: not rounding, even float16's.
+const DOUBTFUL: f64 = 1e-2;
+
+/// Elementwise activations a node may compute after its own op (ONNX Runtime's FusedConv
+/// takes Relu, Sigmoid, Tanh, LeakyRelu, Clip and HardSigmoid).
+fn is_activation(torch_op: &str) -> bool {
+    let name = torch_op.strip_prefix("aten::").unwrap_or(torch_op);
+    let name = name.strip_suffix('_').unwrap_or(name);
+    matches!(
+        name,
+        "relu" | "sigmoid" | "tanh" | "leaky_relu" | "clamp" | "hardtanh" | "hardsigmoid"
+    )
+}
+
 impl Pairer<'_> {
-    /// Output value of every leaf module call, and every normalisation that is a functional
-    /// op of a module with children (timm's BatchNormAct2d calls F.batch_norm, then its own
-    /// `act`), with the module path, in execution order.
+    /// Output value of every leaf module call, and every normalisation or activation that is
+    /// a functional op of a module with children (timm's BatchNormAct2d calls F.batch_norm,
+    /// then its own `act`; a ConvGRU applies `torch.sigmoid` to its gate's conv, which ONNX
+    /// Runtime fuses into a FusedConv), with the module path, in execution order.
     fn module_outputs(&self) -> Vec<(usize, String)> {
         let tv = &self.torch.values;
         let mut outputs: Vec<(usize, String)> = self
@@ -38,7 +53,7 @@ impl Pairer<'_> {
                 .iter()
                 .filter(|(k, _)| !self.is_leaf_group(k))
                 .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, key_path(k).to_string())))
-                .filter(|&(id, _)| folds_into_conv(&tv[id].op)),
+                .filter(|&(id, _)| folds_into_conv(&tv[id].op) || is_activation(&tv[id].op)),
         );
         outputs.sort();
         outputs
@@ -64,8 +79,7 @@ impl Pairer<'_> {
                 let next = outputs.iter().map(|&(v, _)| v).find(|&v| {
                     v > last
                         && tv[v].inputs.contains(&last)
-                        && !self.state.is_paired(v)
-                        && !self.state.accounted(v)
+                        && self.open_or_doubtful(v)
                         && same_shape(&tv[v], &ov[o])
                 });
                 match next {
@@ -93,11 +107,25 @@ impl Pairer<'_> {
                 continue;
             }
             let v = chain[best];
+            // A doubtful pair the order gave the fused value (a `tanh` fused into a FusedConv
+            // met a Mul of its shape) is left for the passes after to place again.
+            for &w in &chain[1..=best] {
+                self.state.unassign(w);
+            }
             let reason = format!(
                 "fused into ONNX node {} (compared after {})",
                 ov[o].node, path_of[&v]
             );
             self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason);
+        }
+    }
+
+    /// Whether TorchScript value `t` is still open, or holds a pair that the values chose
+    /// among several (not certain) and that does not agree: a node may have computed it.
+    fn open_or_doubtful(&self, t: usize) -> bool {
+        match self.state.get(t) {
+            None => !self.state.accounted(t),
+            Some(made) => !made.certain && self.distance(t, made.onnx) > DOUBTFUL,
         }
     }
 

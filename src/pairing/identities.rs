@@ -27,7 +27,7 @@ impl Pairer<'_> {
         let tv = &self.torch.values;
         let identities: Vec<(usize, usize)> = tv
             .iter()
-            .filter(|v| is_layer_candidate(v) && (selects(&v.op) || by_constant(v)))
+            .filter(|v| is_layer_candidate(v) && (selects(&v.op) || by_constant(v, tv)))
             .filter_map(|v| {
                 v.inputs
                     .iter()
@@ -59,11 +59,21 @@ fn selects(op: &str) -> bool {
 
 /// Elementwise arithmetic whose only computed operand is its input: the other is a constant
 /// (a Python number or a tensor no model input reaches), so a value equal to that input
-/// means the constant is the op's identity element.
-fn by_constant(v: &crate::capture::CapturedValue) -> bool {
+/// means the constant is the op's identity element. A divisor computed from sizes (`2 * x /
+/// (w - 1)` over a traced image width: a scalar of shape arithmetic) is such a constant too;
+/// a feature map one pixel wider than its last index makes it 1.
+fn by_constant(
+    v: &crate::capture::CapturedValue,
+    values: &[crate::capture::CapturedValue],
+) -> bool {
     let name = v.op.strip_prefix("aten::").unwrap_or(&v.op);
     let name = name.strip_suffix('_').unwrap_or(name);
-    matches!(name, "add" | "sub" | "mul" | "div" | "true_divide") && v.inputs.len() == 1
+    let computed = v
+        .inputs
+        .iter()
+        .filter(|&&u| u >= v.id || is_layer_candidate(&values[u]))
+        .count();
+    matches!(name, "add" | "sub" | "mul" | "div" | "true_divide") && computed == 1
 }
 
 /// Whether `v` holds exactly the tensor `input` holds: the same shape, dtype and elements.

@@ -11,6 +11,7 @@
 mod agreeing_twins;
 mod align;
 mod common_root;
+mod constant_calls;
 mod dataflow;
 mod dataflow_owner;
 mod decomposition;
@@ -346,6 +347,15 @@ impl<'a> Pairer<'a> {
         let aliased = shared_instances::read_shared_instances(onnx_scopes, &torch_paths);
         let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
+        // The same calls numbered with the constant ones counted, for the ONNX sides that
+        // count them (`constant_calls`).
+        let torch_full_keys = assign_keys(&torch.values, &skip, None);
+        let onnx_keys = constant_calls::rekey_past_constant_calls(
+            onnx_keys,
+            &torch_full_keys,
+            &torch_keys,
+            &constant,
+        );
         let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
         // Scopes that name no TorchScript module (a converter's placeholder such as
         // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.

@@ -1665,3 +1665,73 @@ fn a_channel_swap_inside_a_module_is_not_taken_for_a_relaid_layout() {
     let made = pair_of(&faulted, tv).expect("the module output stays compared");
     assert_eq!(made.onnx, ov, "with its closing Reshape");
 }
+
+#[test]
+fn a_division_by_a_size_computed_one_is_an_alias() {
+    // `2 * x / (w - 1)` over a feature map two pixels wide: the divisor is shape arithmetic
+    // (an int64 scalar computed from `aten::size`), 1 here, and the simplifier dropped the
+    // Div. Left in the order, the div met the next Mul of its shape and failed.
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let conv = t.op(
+        "aten::_convolution",
+        "head.conv",
+        &[ti],
+        &[2.0, 4.0, 6.0, 8.0],
+    );
+    let size = t.op("aten::sub", "", &[], &[1.0]);
+    let div = t.op("aten::div", "", &[conv, size], &[2.0, 4.0, 6.0, 8.0]);
+    let mul = t.op("aten::mul", "", &[div], &[4.0, 8.0, 12.0, 16.0]);
+    t.output(0, mul);
+    let mut torch = t.build();
+    torch.values[size].dtype = DType::I64;
+    torch.values[size].shape = vec![];
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oconv = o.op("Conv", "head.conv", &[oi], &[2.0, 4.0, 6.0, 8.0]);
+    let omul = o.op("Mul", "", &[oconv], &[4.0, 8.0, 12.0, 16.0]);
+    o.output(0, omul);
+    let p = pair(&torch, &o.build()).unwrap();
+
+    assert!(
+        pair_of(&p, div).is_none(),
+        "x / (w - 1) with w = 2 computes nothing"
+    );
+    let alias = p.unpaired.iter().find(|u| u.id == div).unwrap();
+    assert!(alias.accounted && alias.reason.contains("equals its input"));
+    assert_eq!(pair_of(&p, mul).unwrap().onnx, omul);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn a_functional_activation_fused_into_its_conv_is_compared_there() {
+    // A ConvGRU applies `torch.tanh` to its candidate conv (a functional op of the GRU, not
+    // a module); ONNX Runtime's extended level fuses the two into one FusedConv in the conv's
+    // scope. The node computes the tanh: compared with the conv it failed at 0.7 of range,
+    // and the order gave the tanh the GRU's next Mul.
+    let x = [0.5, -1.0, 2.0, -3.0];
+    let conv = [1.0, -2.0, 0.5, -0.25];
+    let tanh: Vec<f32> = conv.iter().map(|v: &f32| v.tanh()).collect();
+    let out: Vec<f32> = tanh.iter().zip(&x).map(|(a, b)| a * b).collect();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "gru.convq", &[ti], &conv);
+    let tt = t.op("aten::tanh", "gru", &[tc], &tanh);
+    let tm = t.op("aten::mul", "gru", &[tt, ti], &out);
+    t.output(0, tm);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let of = o.op("com.microsoft::FusedConv", "gru.convq", &[oi], &tanh);
+    let om = o.op("Mul", "gru", &[of, oi], &out);
+    o.output(0, om);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    let fused = pair_of(&p, tt).expect("the tanh is compared");
+    assert_eq!(fused.onnx, of);
+    assert_eq!(fused.paired_by, PairedBy::Fusion);
+    assert_eq!(fused.fused, vec![tc]);
+    assert!(pair_of(&p, tc).is_none());
+    assert_eq!(pair_of(&p, tm).unwrap().onnx, om);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
