@@ -11,6 +11,7 @@
 mod agreeing_twins;
 mod align;
 mod common_root;
+mod crossed_chains;
 mod dataflow;
 mod dataflow_owner;
 mod decomposition;
