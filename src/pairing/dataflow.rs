@@ -123,9 +123,17 @@ impl Pairer<'_> {
                     Some(other) => self.state.swap(t, other, PairedBy::Dataflow),
                     None => self.state.rebind(t, c, PairedBy::Dataflow, false),
                 },
-                None => {
-                    self.state.off_dataflow.insert(t);
-                }
+                // The one value that keeps it may be held by an earlier pair of a crossed
+                // chain (`crossed_chains.rs`): exchange the two.
+                None => match self.crossed_earlier_holder(t, o, &needed) {
+                    Some(other) => {
+                        self.state.swap(t, other, PairedBy::Dataflow);
+                        self.state.off_dataflow.remove(&other);
+                    }
+                    None => {
+                        self.state.off_dataflow.insert(t);
+                    }
+                },
             }
         }
     }

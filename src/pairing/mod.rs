@@ -12,6 +12,7 @@ mod agreeing_twins;
 mod align;
 mod common_root;
 mod constant_calls;
+mod crossed_chains;
 mod dataflow;
 mod dataflow_owner;
 mod decomposition;

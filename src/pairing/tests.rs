@@ -459,6 +459,47 @@ fn a_pair_no_value_repairs_is_marked_off_the_dataflow() {
     assert!(pair_of(&p, s).unwrap().follows_dataflow);
 }
 
+/// A box's x and y coordinates clipped by two chains (`max`, then `min`) that a saved ONNX
+/// Runtime graph runs y first, with no node left for the slice that starts the x chain: the
+/// order pairs the x chain with the y chain's nodes, and the x `max` still follows the
+/// dataflow (its nearest paired producer is what both chains read). The y `max`, checked
+/// later, does not; its one candidate is held by the earlier crossed pair, and the two
+/// exchange, link by link.
+#[test]
+fn crossed_chains_whose_first_link_has_no_twin_are_exchanged() {
+    let boxes = [1.0, 2.0, 3.0, 4.0];
+    let (sx, sy) = ([1.0, 3.0], [2.0, 4.0]);
+    let (mx, nx, my, ny) = ([2.0, 3.0], [2.0, 2.5], [3.0, 4.0], [3.0, 3.5]);
+    let out = [2.0, 2.5, 3.0, 3.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &boxes);
+    let tb = t.op("aten::mul", "", &[ti], &boxes);
+    let tsx = t.op("aten::slice", "", &[tb], &sx);
+    let tsy = t.op("aten::slice", "", &[tb], &sy);
+    let tmx = t.op("aten::max", "", &[tsx], &mx);
+    let tnx = t.op("aten::min", "", &[tmx], &nx);
+    let tmy = t.op("aten::max", "", &[tsy], &my);
+    let tny = t.op("aten::min", "", &[tmy], &ny);
+    let tc = t.op("aten::cat", "", &[tnx, tny], &out);
+    t.output(0, tc);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &boxes);
+    let ob = o.op("Mul", "", &[oi], &boxes);
+    let osy = o.op("Slice", "", &[ob], &sy);
+    let omy = o.op("Max", "", &[osy], &my);
+    let ony = o.op("Min", "", &[omy], &ny);
+    let omx = o.op("Max", "", &[ob], &mx);
+    let onx = o.op("Min", "", &[omx], &nx);
+    let oc = o.op("Concat", "", &[onx, ony], &out);
+    o.output(0, oc);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tv, ov) in [(tmx, omx), (tnx, onx), (tmy, omy), (tny, ony)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+        assert!(made.follows_dataflow, "value {tv}");
+    }
+}
+
 /// Gives value `id` of `c` a 2-D shape (the builder makes every value 1-D).
 fn reshape(c: &mut Capture, id: usize, shape: &[usize]) {
     let v = &mut c.values[id];
