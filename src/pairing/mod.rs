@@ -37,6 +37,7 @@ mod scopes;
 mod shared_instances;
 mod split_outputs;
 mod state;
+mod uncalled_levels;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
@@ -358,6 +359,12 @@ impl<'a> Pairer<'a> {
             &constant,
         );
         let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
+        let onnx_keys = uncalled_levels::rekey_uncalled_levels(
+            onnx_scopes,
+            onnx_keys,
+            &torch_keys,
+            &torch_paths,
+        );
         // Scopes that name no TorchScript module (a converter's placeholder such as
         // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.
         let onnx_has_scopes = onnx_keys

@@ -1541,6 +1541,73 @@ fn a_shared_instance_named_by_its_first_attribute_pairs_with_the_call() {
     }
 }
 
+/// Sets a value's scope to the given levels (the call chain libtorch records, which skips
+/// a module that was not called through `Module.__call__`).
+fn rescope(c: &mut Capture, id: usize, paths: &[&str]) {
+    c.values[id].scope = paths
+        .iter()
+        .map(|p| ScopeLevel {
+            path: p.to_string(),
+            class: String::new(),
+        })
+        .collect();
+}
+
+/// A block run as `layer.forward(x)` (SqueezeBERT's encoder) is called through no
+/// `Module.__call__`: libtorch's call chain goes `e` -> `e.l.0.a` -> `e.l.0.a.q`, and the
+/// legacy exporter names the nodes by the unqualified names of that chain, numbering the
+/// repeats: `/e/a/q/Conv`, then `/e/a/q_1/Conv` and `/e/a_1/Mul` for the second layer. Each
+/// layer's calls pair with their own nodes, not with the first layer's or none.
+#[test]
+fn a_block_called_without_its_scope_pairs_by_the_exporters_names() {
+    let x = [0.5, -1.0, 2.0];
+    let (q0, a0, q1, a1) = (
+        [1.0, 2.0, 3.0],
+        [2.0, 4.0, 6.0],
+        [3.0, 1.0, 2.0],
+        [9.0, 3.0, 6.0],
+    );
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tq0 = t.op("aten::_convolution", "q0", &[ti], &q0);
+    let ta0 = t.op("aten::mul", "a0", &[tq0], &a0);
+    let tq1 = t.op("aten::_convolution", "q1", &[ta0], &q1);
+    let ta1 = t.op("aten::mul", "a1", &[tq1], &a1);
+    t.output(0, ta1);
+    let mut t = t.build();
+    for (id, layer, leaf) in [
+        (tq0, 0, true),
+        (ta0, 0, false),
+        (tq1, 1, true),
+        (ta1, 1, false),
+    ] {
+        let attention = format!("e.l.{layer}.a");
+        let query = format!("{attention}.q");
+        let mut chain = vec!["e", attention.as_str()];
+        if leaf {
+            chain.push(&query);
+        }
+        rescope(&mut t, id, &chain);
+    }
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oq0 = o.op("Conv", "e.a.q", &[oi], &q0);
+    let oa0 = o.op("Mul", "e.a", &[oq0], &a0);
+    let oq1 = o.op("Conv", "e.a.q_1", &[oa0], &q1);
+    let oa1 = o.op("Mul", "e.a_1", &[oq1], &a1);
+    o.output(0, oa1);
+    let p = pair(&t, &o.build()).unwrap();
+    for (torch, onnx) in [(tq0, oq0), (ta0, oa0), (tq1, oq1), (ta1, oa1)] {
+        assert_eq!(
+            pair_of(&p, torch).map(|q| q.onnx),
+            Some(onnx),
+            "{:?}",
+            p.layers
+        );
+    }
+    assert_eq!(pair_of(&p, tq1).unwrap().paired_by, PairedBy::ModuleOutput);
+}
+
 #[test]
 fn a_division_by_one_is_an_alias_not_a_layer_that_takes_the_next_mul() {
     // A box decoder divides its deltas by unit weights (`rel / 1.0`) and multiplies by the
