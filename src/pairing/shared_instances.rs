@@ -11,7 +11,12 @@
 //! the scope"). An ONNX path that names no TorchScript module although its parent does is such
 //! an alias; it is read as the parent's child that no ONNX path names, when the parent has
 //! exactly one unknown child on the ONNX side and one unnamed child on the TorchScript side
-//! (two of either would be a guess, and both stay as they are). Only the view used for call
+//! (two of either would be a guess, and both stay as they are, unless the modules inside the
+//! unknown name, or the attribute it was read as under another parent, single one out).
+//! Children whose values all vanish in export (a Dropout) are no candidates. A call made from
+//! outside the instance's parents (CoaT's top-level `self.cpe2(x2)`) is recorded by
+//! `torch.jit.trace` under the instance's last attribute path, by the exporters under the
+//! caller (`/cpe2_1/...`, dynamo's `cpe2`); see `called_out_of_parent`. Only the view used for call
 //! keys changes, as in `common_root`; the pairs are then made by the passes, by kind, shape
 //! and order inside the call, so a wrong reading still meets no value of another kind.
 
