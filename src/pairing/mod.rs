@@ -346,7 +346,8 @@ impl<'a> Pairer<'a> {
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
         let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
-        let aliased = shared_instances::read_shared_instances(onnx_scopes, &torch_paths);
+        let aliased =
+            shared_instances::read_shared_instances(onnx_scopes, &torch.values, &torch_paths);
         let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         // The same calls numbered with the constant ones counted, for the ONNX sides that

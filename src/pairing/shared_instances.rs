@@ -11,11 +11,17 @@
 //! the scope"). An ONNX path that names no TorchScript module although its parent does is such
 //! an alias; it is read as the parent's child that no ONNX path names, when the parent has
 //! exactly one unknown child on the ONNX side and one unnamed child on the TorchScript side
-//! (two of either would be a guess, and both stay as they are). Only the view used for call
+//! (two of either would be a guess, and both stay as they are, unless the modules inside the
+//! unknown name, or the attribute it was read as under another parent, single one out).
+//! Children whose values all vanish in export (a Dropout) are no candidates. A call made from
+//! outside the instance's parents (CoaT's top-level `self.cpe2(x2)`) is recorded by
+//! `torch.jit.trace` under the instance's last attribute path, by the exporters under the
+//! caller (`/cpe2_1/...`, dynamo's `cpe2`); see `called_out_of_parent`. Only the view used for call
 //! keys changes, as in `common_root`; the pairs are then made by the passes, by kind, shape
 //! and order inside the call, so a wrong reading still meets no value of another kind.
 
 use super::common_root::rewritten;
+use super::ops::vanishes_in_onnx;
 use crate::capture::{CapturedValue, ScopeLevel};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -30,27 +36,86 @@ fn without_call_suffix(segment: &str) -> (&str, &str) {
     }
 }
 
+/// Paths of TorchScript modules that compute something ONNX can carry: a module whose every
+/// value vanishes in export (a Dropout in eval mode) leaves no node, so it cannot be the
+/// module an unknown ONNX name stands for.
+fn computing_paths(torch: &[CapturedValue]) -> HashSet<&str> {
+    torch
+        .iter()
+        .filter(|v| !vanishes_in_onnx(&v.op))
+        .flat_map(|v| &v.scope)
+        .map(|l| l.path.as_str())
+        .collect()
+}
+
+/// The parent a path would have: `""` for a top-level module.
+fn parent_of(path: &str) -> &str {
+    path.rsplit_once('.').map(|(p, _)| p).unwrap_or("")
+}
+
+/// Whether `ancestor` is a proper path prefix of `path` (`""` is everyone's).
+fn is_ancestor(ancestor: &str, path: &str) -> bool {
+    ancestor.is_empty() || path.starts_with(&format!("{ancestor}."))
+}
+
+/// Per calling module (`""` for the top level), the modules TorchScript records as called
+/// from it although their path lies under another parent that calls them too: one instance
+/// held under several attributes and also called through one that is not the caller's
+/// child. `torch.jit.trace` names every call of such an instance by the last attribute it
+/// was registered under (its module map keeps the last name), so CoaT's top-level
+/// `self.cpe2(x2)` comes out as a call of `serial_blocks2.1.cpe` straight from the root.
+fn called_out_of_parent(torch: &[CapturedValue]) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut inside: HashSet<&str> = HashSet::new();
+    let mut outside: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for v in torch {
+        for (i, level) in v.scope.iter().enumerate() {
+            let path = level.path.as_str();
+            if parent_of(path).is_empty() {
+                continue;
+            }
+            let caller = if i == 0 {
+                ""
+            } else {
+                v.scope[i - 1].path.as_str()
+            };
+            if i > 0 && is_ancestor(caller, path) {
+                inside.insert(path);
+            } else {
+                outside.entry(caller).or_default().insert(path);
+            }
+        }
+    }
+    for callees in outside.values_mut() {
+        callees.retain(|p| inside.contains(p));
+    }
+    outside.retain(|_, callees| !callees.is_empty());
+    outside
+}
+
 /// For each ONNX path prefix that is an alias, the TorchScript path it stands for.
-fn aliases(onnx: &[CapturedValue], torch_paths: &HashSet<String>) -> HashMap<String, String> {
+fn aliases(
+    onnx: &[CapturedValue],
+    torch: &[CapturedValue],
+    torch_paths: &HashSet<String>,
+) -> HashMap<String, String> {
     let onnx_paths: BTreeSet<&str> = onnx
         .iter()
         .filter(|v| v.scope_recorded)
         .flat_map(|v| &v.scope)
         .map(|l| l.path.as_str())
         .collect();
+    let computing = computing_paths(torch);
     // Per known parent: the child names ONNX uses that TorchScript has no module for.
     let mut unknown: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut named: HashSet<String> = HashSet::new();
     for path in &onnx_paths {
-        let Some((parent, segment)) = path.rsplit_once('.') else {
-            continue;
-        };
-        if !torch_paths.contains(parent) {
+        let (parent, segment) = path.rsplit_once('.').unwrap_or(("", path));
+        if !parent.is_empty() && !torch_paths.contains(parent) {
             continue;
         }
         let stem = without_call_suffix(segment).0;
-        let direct = format!("{parent}.{segment}");
-        let stemmed = format!("{parent}.{stem}");
+        let direct = join(parent, segment);
+        let stemmed = join(parent, stem);
         if torch_paths.contains(&direct) {
             named.insert(direct);
         } else if torch_paths.contains(&stemmed) {
@@ -59,26 +124,215 @@ fn aliases(onnx: &[CapturedValue], torch_paths: &HashSet<String>) -> HashMap<Str
             unknown.entry(parent).or_default().insert(stem);
         }
     }
-    unknown
-        .into_iter()
-        .filter_map(|(parent, stems)| {
-            let prefix = format!("{parent}.");
-            let mut unnamed = torch_paths.iter().filter(|p| {
+    let mut found: HashMap<String, String> = HashMap::new();
+    let mut undecided: Vec<(&str, &str, Vec<&String>)> = Vec::new();
+    for (parent, stems) in &unknown {
+        if parent.is_empty() {
+            continue;
+        }
+        let prefix = format!("{parent}.");
+        let unnamed: Vec<&String> = torch_paths
+            .iter()
+            .filter(|p| {
                 p.strip_prefix(&prefix)
                     .is_some_and(|rest| !rest.contains('.'))
                     && !named.contains(*p)
-            });
-            let only = match (unnamed.next(), unnamed.next()) {
-                (Some(only), None) => only,
-                _ => return None,
-            };
-            let mut stems = stems.into_iter();
-            match (stems.next(), stems.next()) {
-                (Some(stem), None) => Some((format!("{parent}.{stem}"), only.clone())),
-                _ => None,
+                    && computing.contains(p.as_str())
+            })
+            .collect();
+        let mut stems = stems.iter();
+        let (Some(stem), None) = (stems.next(), stems.next()) else {
+            continue;
+        };
+        match unnamed.as_slice() {
+            [only] => {
+                found.insert(join(parent, stem), (*only).clone());
             }
+            [] => {}
+            _ => undecided.push((parent, stem, unnamed)),
+        }
+    }
+    // A simplifier renamed some of a parent's nodes (its Linears' MatMuls lost their scope),
+    // so several children go unnamed. Two things say which one the name is: the modules the
+    // name's own nodes sit in (`crpe1.conv_list.0`: only the child that has a `conv_list.0`
+    // can be it), or the name read elsewhere, since one instance held by parents of one kind
+    // sits under the same attribute in each (`crpe` in every CoaT attention).
+    let mut left = Vec::new();
+    for (parent, stem, unnamed) in undecided {
+        let alias = join(parent, stem);
+        let inner: BTreeSet<&str> = onnx_paths
+            .iter()
+            .filter_map(|p| p.strip_prefix(alias.as_str())?.strip_prefix('.'))
+            .collect();
+        let holds_all = |candidate: &&&String| {
+            !inner.is_empty()
+                && inner.iter().all(|rest| {
+                    // `proj_1` is the second call of `proj`.
+                    let stems: Vec<&str> =
+                        rest.split('.').map(|s| without_call_suffix(s).0).collect();
+                    torch_paths.contains(&format!("{candidate}.{rest}"))
+                        || torch_paths.contains(&format!("{candidate}.{}", stems.join(".")))
+                })
+        };
+        let mut fitting = unnamed.iter().filter(holds_all);
+        match (fitting.next(), fitting.next()) {
+            (Some(only), None) => {
+                found.insert(alias, (*only).clone());
+            }
+            _ => left.push((parent, stem, unnamed)),
+        }
+    }
+    for (parent, stem, unnamed) in left {
+        let attributes: BTreeSet<&str> = found
+            .iter()
+            .filter(|(alias, _)| alias.rsplit('.').next() == Some(stem))
+            .filter_map(|(_, t)| t.rsplit('.').next())
+            .collect();
+        let mut fitting = unnamed
+            .iter()
+            .filter(|p| p.rsplit('.').next().is_some_and(|a| attributes.contains(a)));
+        if let (Some(only), None) = (fitting.next(), fitting.next()) {
+            found.insert(join(parent, stem), (*only).clone());
+        }
+    }
+    // Calls made from outside the instance's parents: TorchScript records them under the
+    // instance's last attribute path, the legacy exporter under its first name below the
+    // caller (`/cpe2_1/...` at the top level), the dynamo exporter under the attribute read.
+    let out_of_parent = called_out_of_parent(torch);
+    for (parent, stems) in &unknown {
+        let Some(callees) = out_of_parent.get(parent) else {
+            continue;
+        };
+        let open: Vec<&str> = stems
+            .iter()
+            .copied()
+            .filter(|s| !found.contains_key(&join(parent, s)))
+            .collect();
+        for (stem, torch_path) in read_callees(&open, callees, &found, onnx, torch, parent) {
+            found.insert(join(parent, stem), torch_path.to_string());
+        }
+    }
+    found
+}
+
+/// Which of the `callees` TorchScript records as called from `parent` each unknown ONNX
+/// name `stems` below `parent` stands for. The name the legacy exporter gave the instance
+/// under its own parents (already read, in `found`) says it where one callee is among its
+/// readings; otherwise one name and one callee go together; otherwise, with as many names as
+/// callees, of the same classes where ONNX records classes, they go together in the order of
+/// their first calls (both files run one program). Anything else stays as it is.
+fn read_callees<'s>(
+    stems: &[&'s str],
+    callees: &BTreeSet<&str>,
+    found: &HashMap<String, String>,
+    onnx: &[CapturedValue],
+    torch: &[CapturedValue],
+    parent: &str,
+) -> Vec<(&'s str, String)> {
+    let mut out = Vec::new();
+    let mut open: Vec<&'s str> = Vec::new();
+    let mut taken: HashSet<&str> = HashSet::new();
+    for &stem in stems {
+        let readings: Vec<&str> = callees
+            .iter()
+            .copied()
+            .filter(|c| {
+                found
+                    .iter()
+                    .any(|(alias, t)| t == c && alias.rsplit('.').next() == Some(stem))
+            })
+            .collect();
+        match readings.as_slice() {
+            [only] => {
+                taken.insert(only);
+                out.push((stem, only.to_string()));
+            }
+            _ => open.push(stem),
+        }
+    }
+    let left: Vec<&str> = callees
+        .iter()
+        .copied()
+        .filter(|c| !taken.contains(c))
+        .collect();
+    if open.is_empty() || open.len() != left.len() {
+        return out;
+    }
+    // First call of each, and its class, in execution order.
+    let first_onnx = |stem: &str| {
+        let path = join(parent, stem);
+        onnx.iter().enumerate().find_map(|(i, v)| {
+            v.scope
+                .iter()
+                .find(|l| is_call_of(&l.path, &path))
+                .map(|l| (i, l.class.as_str()))
         })
-        .collect()
+    };
+    let first_torch = |callee: &str| {
+        torch.iter().enumerate().find_map(|(i, v)| {
+            v.scope
+                .iter()
+                .position(|l| l.path == callee)
+                .filter(|&k| {
+                    let caller = if k == 0 {
+                        ""
+                    } else {
+                        v.scope[k - 1].path.as_str()
+                    };
+                    caller == parent
+                })
+                .map(|k| (i, v.scope[k].class.as_str()))
+        })
+    };
+    let mut names: Vec<(usize, &str, &'s str)> = Vec::new();
+    for &stem in &open {
+        let Some((i, class)) = first_onnx(stem) else {
+            return out;
+        };
+        names.push((i, class, stem));
+    }
+    let mut modules: Vec<(usize, &str, &str)> = Vec::new();
+    for &callee in &left {
+        let Some((i, class)) = first_torch(callee) else {
+            return out;
+        };
+        modules.push((i, class, callee));
+    }
+    names.sort_unstable();
+    modules.sort_unstable();
+    // Dynamo records qualified class names (`timm.models.coat.ConvPosEnc`).
+    let short = |c: &str| c.rsplit('.').next().unwrap_or(c).to_string();
+    let agree = names
+        .iter()
+        .zip(&modules)
+        .all(|((_, oc, _), (_, tc, _))| oc.is_empty() || tc.is_empty() || short(oc) == short(tc));
+    if agree {
+        out.extend(
+            names
+                .iter()
+                .zip(&modules)
+                .map(|((_, _, stem), (_, _, callee))| (*stem, callee.to_string())),
+        );
+    }
+    out
+}
+
+/// Whether ONNX scope path `path` is a call of the module at `base` (`cpe2`, `cpe2_1`).
+fn is_call_of(path: &str, base: &str) -> bool {
+    path.strip_prefix(base).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix('_')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    })
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}.{name}")
+    }
 }
 
 /// `path` with an alias at its front replaced (`p.cpe1_1.proj` -> `p.cpe_1.proj`: the call
@@ -102,9 +356,10 @@ fn read_through(path: &str, aliases: &HashMap<String, String>) -> Option<String>
 /// when there is none. The copies carry no tensor: they are read for their scopes only.
 pub(super) fn read_shared_instances(
     onnx: &[CapturedValue],
+    torch: &[CapturedValue],
     torch_paths: &HashSet<String>,
 ) -> Option<Vec<CapturedValue>> {
-    let aliases = aliases(onnx, torch_paths);
+    let aliases = aliases(onnx, torch, torch_paths);
     if aliases.is_empty() {
         return None;
     }

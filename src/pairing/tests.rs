@@ -1608,6 +1608,93 @@ fn a_block_called_without_its_scope_pairs_by_the_exporters_names() {
     assert_eq!(pair_of(&p, tq1).unwrap().paired_by, PairedBy::ModuleOutput);
 }
 
+/// A shared instance's sibling that computes nothing (a Dropout, which leaves no ONNX node)
+/// is no second candidate: the legacy name `crpe1` is still read as `b.crpe`.
+#[test]
+fn a_vanishing_sibling_does_not_make_a_shared_instance_ambiguous() {
+    let x = [0.5, -1.0, 2.0];
+    let (c, f) = ([1.0, -2.0, 4.0], [2.0, 0.5, 1.0]);
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "b.crpe", &[ti], &c);
+    let td = t.op("aten::dropout", "b.drop", &[tc], &c);
+    let tf = t.op("aten::linear", "b.fc", &[td], &f);
+    t.output(0, tf);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "b.crpe1", &[oi], &c);
+    let of = o.op("Gemm", "b.fc", &[oc], &f);
+    o.output(0, of);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(
+        pair_of(&p, tc).map(|q| (q.onnx, q.paired_by)),
+        Some((oc, PairedBy::ModuleOutput))
+    );
+}
+
+/// A shared instance also called from the top level (CoaT's `self.cpe2(x2)` after the
+/// serial blocks): `torch.jit.trace` records that call under the instance's last attribute
+/// path (`b.cpe`) straight from the root, the legacy exporter as `/cpe1/...`, its first
+/// name under the caller. The name read under the block says which module it is, and the
+/// top-level call pairs as that module's second call.
+#[test]
+fn a_shared_instance_called_from_the_top_level_pairs_with_its_legacy_name() {
+    let x = [0.5, -1.0, 2.0];
+    let (c1, c2, f) = ([1.0, -2.0, 4.0], [3.0, 1.0, -1.0], [2.0, 0.5, 1.0]);
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc1 = t.op("aten::_convolution", "b.cpe", &[ti], &c1);
+    let tf = t.op("aten::linear", "b.fc", &[tc1], &f);
+    let tc2 = t.op("aten::_convolution", "b.cpe", &[tf], &c2);
+    let tr = t.op("aten::relu", "", &[tc2], &c2);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc1 = o.op("Conv", "b.cpe1", &[oi], &c1);
+    let of = o.op("Gemm", "b.fc", &[oc1], &f);
+    let oc2 = o.op("Conv", "cpe1", &[of], &c2);
+    let or = o.op("Relu", "", &[oc2], &c2);
+    o.output(0, or);
+    let mut t = t.build();
+    // The top-level call's scope is the one level TorchScript records.
+    t.values[tc2].scope.remove(0);
+    let p = pair(&t, &o.build()).unwrap();
+    assert_eq!(
+        pair_of(&p, tc1).map(|q| (q.onnx, q.paired_by)),
+        Some((oc1, PairedBy::ModuleOutput))
+    );
+    assert_eq!(
+        pair_of(&p, tc2).map(|q| (q.onnx, q.paired_by)),
+        Some((oc2, PairedBy::ModuleOutput))
+    );
+}
+
+/// A simplifier renamed the block's Linears (their nodes lost the block's scope), so the
+/// block has three children ONNX never names. The legacy name `crpe1` holds a `conv` like
+/// only one of them: it is that one.
+#[test]
+fn the_modules_inside_an_unknown_name_say_which_child_it_is() {
+    let x = [0.5, -1.0, 2.0];
+    let (q, c, f) = ([1.0, 1.0, 2.0], [1.0, -2.0, 4.0], [2.0, 0.5, 1.0]);
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tq = t.op("aten::linear", "b.qkv", &[ti], &q);
+    let tc = t.op("aten::_convolution", "b.crpe.conv", &[tq], &c);
+    let tf = t.op("aten::linear", "b.proj", &[tc], &f);
+    t.output(0, tf);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oq = o.op("Gemm", "", &[oi], &q);
+    let oc = o.op("Conv", "b.crpe1.conv", &[oq], &c);
+    let of = o.op("Gemm", "", &[oc], &f);
+    o.output(0, of);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(
+        pair_of(&p, tc).map(|q| (q.onnx, q.paired_by)),
+        Some((oc, PairedBy::ModuleOutput))
+    );
+}
+
 #[test]
 fn a_division_by_one_is_an_alias_not_a_layer_that_takes_the_next_mul() {
     // A box decoder divides its deltas by unit weights (`rel / 1.0`) and multiplies by the
