@@ -104,26 +104,8 @@ fn aliases(
         .flat_map(|v| &v.scope)
         .map(|l| l.path.as_str())
         .collect();
+    let (unknown, named) = unknown_children(&onnx_paths, torch_paths);
     let computing = computing_paths(torch);
-    // Per known parent: the child names ONNX uses that TorchScript has no module for.
-    let mut unknown: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut named: HashSet<String> = HashSet::new();
-    for path in &onnx_paths {
-        let (parent, segment) = path.rsplit_once('.').unwrap_or(("", path));
-        if !parent.is_empty() && !torch_paths.contains(parent) {
-            continue;
-        }
-        let stem = without_call_suffix(segment).0;
-        let direct = join(parent, segment);
-        let stemmed = join(parent, stem);
-        if torch_paths.contains(&direct) {
-            named.insert(direct);
-        } else if torch_paths.contains(&stemmed) {
-            named.insert(stemmed);
-        } else {
-            unknown.entry(parent).or_default().insert(stem);
-        }
-    }
     let mut found: HashMap<String, String> = HashMap::new();
     let mut undecided: Vec<(&str, &str, Vec<&String>)> = Vec::new();
     for (parent, stems) in &unknown {
@@ -152,11 +134,49 @@ fn aliases(
             _ => undecided.push((parent, stem, unnamed)),
         }
     }
-    // A simplifier renamed some of a parent's nodes (its Linears' MatMuls lost their scope),
-    // so several children go unnamed. Two things say which one the name is: the modules the
-    // name's own nodes sit in (`crpe1.conv_list.0`: only the child that has a `conv_list.0`
-    // can be it), or the name read elsewhere, since one instance held by parents of one kind
-    // sits under the same attribute in each (`crpe` in every CoaT attention).
+    let left = read_by_inner_modules(undecided, &onnx_paths, torch_paths, &mut found);
+    read_by_attribute_elsewhere(left, &mut found);
+    read_out_of_parent_calls(&unknown, onnx, torch, &mut found);
+    found
+}
+
+/// Per known parent, the child names ONNX uses that TorchScript has no module for; and the
+/// TorchScript paths ONNX does name.
+fn unknown_children<'a>(
+    onnx_paths: &BTreeSet<&'a str>,
+    torch_paths: &HashSet<String>,
+) -> (BTreeMap<&'a str, BTreeSet<&'a str>>, HashSet<String>) {
+    let mut unknown: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut named: HashSet<String> = HashSet::new();
+    for path in onnx_paths {
+        let (parent, segment) = path.rsplit_once('.').unwrap_or(("", path));
+        if !parent.is_empty() && !torch_paths.contains(parent) {
+            continue;
+        }
+        let stem = without_call_suffix(segment).0;
+        let direct = join(parent, segment);
+        let stemmed = join(parent, stem);
+        if torch_paths.contains(&direct) {
+            named.insert(direct);
+        } else if torch_paths.contains(&stemmed) {
+            named.insert(stemmed);
+        } else {
+            unknown.entry(parent).or_default().insert(stem);
+        }
+    }
+    (unknown, named)
+}
+
+/// A simplifier renamed some of a parent's nodes (its Linears' MatMuls lost their scope),
+/// so several children go unnamed. The modules the name's own nodes sit in say which one
+/// the name is (`crpe1.conv_list.0`: only the child that has a `conv_list.0` can be it).
+/// Returns the names this leaves undecided.
+fn read_by_inner_modules<'a, 'p>(
+    undecided: Vec<(&'a str, &'a str, Vec<&'p String>)>,
+    onnx_paths: &BTreeSet<&str>,
+    torch_paths: &HashSet<String>,
+    found: &mut HashMap<String, String>,
+) -> Vec<(&'a str, &'a str, Vec<&'p String>)> {
     let mut left = Vec::new();
     for (parent, stem, unnamed) in undecided {
         let alias = join(parent, stem);
@@ -182,6 +202,15 @@ fn aliases(
             _ => left.push((parent, stem, unnamed)),
         }
     }
+    left
+}
+
+/// The name read elsewhere settles the rest: one instance held by parents of one kind sits
+/// under the same attribute in each (`crpe` in every CoaT attention).
+fn read_by_attribute_elsewhere(
+    left: Vec<(&str, &str, Vec<&String>)>,
+    found: &mut HashMap<String, String>,
+) {
     for (parent, stem, unnamed) in left {
         let attributes: BTreeSet<&str> = found
             .iter()
@@ -192,14 +221,23 @@ fn aliases(
             .iter()
             .filter(|p| p.rsplit('.').next().is_some_and(|a| attributes.contains(a)));
         if let (Some(only), None) = (fitting.next(), fitting.next()) {
-            found.insert(join(parent, stem), (*only).clone());
+            let torch_path = (*only).clone();
+            found.insert(join(parent, stem), torch_path);
         }
     }
-    // Calls made from outside the instance's parents: TorchScript records them under the
-    // instance's last attribute path, the legacy exporter under its first name below the
-    // caller (`/cpe2_1/...` at the top level), the dynamo exporter under the attribute read.
+}
+
+/// Calls made from outside the instance's parents: TorchScript records them under the
+/// instance's last attribute path, the legacy exporter under its first name below the
+/// caller (`/cpe2_1/...` at the top level), the dynamo exporter under the attribute read.
+fn read_out_of_parent_calls(
+    unknown: &BTreeMap<&str, BTreeSet<&str>>,
+    onnx: &[CapturedValue],
+    torch: &[CapturedValue],
+    found: &mut HashMap<String, String>,
+) {
     let out_of_parent = called_out_of_parent(torch);
-    for (parent, stems) in &unknown {
+    for (parent, stems) in unknown {
         let Some(callees) = out_of_parent.get(parent) else {
             continue;
         };
@@ -208,19 +246,16 @@ fn aliases(
             .copied()
             .filter(|s| !found.contains_key(&join(parent, s)))
             .collect();
-        for (stem, torch_path) in read_callees(&open, callees, &found, onnx, torch, parent) {
+        for (stem, torch_path) in read_callees(&open, callees, found, onnx, torch, parent) {
             found.insert(join(parent, stem), torch_path.to_string());
         }
     }
-    found
 }
 
 /// Which of the `callees` TorchScript records as called from `parent` each unknown ONNX
 /// name `stems` below `parent` stands for. The name the legacy exporter gave the instance
 /// under its own parents (already read, in `found`) says it where one callee is among its
-/// readings; otherwise one name and one callee go together; otherwise, with as many names as
-/// callees, of the same classes where ONNX records classes, they go together in the order of
-/// their first calls (both files run one program). Anything else stays as it is.
+/// readings; otherwise the rest go together by order (`read_callees_in_order`).
 fn read_callees<'s>(
     stems: &[&'s str],
     callees: &BTreeSet<&str>,
@@ -255,9 +290,22 @@ fn read_callees<'s>(
         .copied()
         .filter(|c| !taken.contains(c))
         .collect();
-    if open.is_empty() || open.len() != left.len() {
-        return out;
+    if !open.is_empty() && open.len() == left.len() {
+        out.extend(read_callees_in_order(&open, &left, onnx, torch, parent));
     }
+    out
+}
+
+/// One name and one callee go together; with as many names as callees, of the same classes
+/// where ONNX records classes, they go together in the order of their first calls (both
+/// files run one program). Anything else stays as it is (nothing returned).
+fn read_callees_in_order<'s>(
+    open: &[&'s str],
+    left: &[&str],
+    onnx: &[CapturedValue],
+    torch: &[CapturedValue],
+    parent: &str,
+) -> Vec<(&'s str, String)> {
     // First call of each, and its class, in execution order.
     let first_onnx = |stem: &str| {
         let path = join(parent, stem);
@@ -284,20 +332,17 @@ fn read_callees<'s>(
                 .map(|k| (i, v.scope[k].class.as_str()))
         })
     };
-    let mut names: Vec<(usize, &str, &'s str)> = Vec::new();
-    for &stem in &open {
-        let Some((i, class)) = first_onnx(stem) else {
-            return out;
-        };
-        names.push((i, class, stem));
-    }
-    let mut modules: Vec<(usize, &str, &str)> = Vec::new();
-    for &callee in &left {
-        let Some((i, class)) = first_torch(callee) else {
-            return out;
-        };
-        modules.push((i, class, callee));
-    }
+    let names: Option<Vec<(usize, &str, &'s str)>> = open
+        .iter()
+        .map(|&stem| first_onnx(stem).map(|(i, class)| (i, class, stem)))
+        .collect();
+    let modules: Option<Vec<(usize, &str, &str)>> = left
+        .iter()
+        .map(|&callee| first_torch(callee).map(|(i, class)| (i, class, callee)))
+        .collect();
+    let (Some(mut names), Some(mut modules)) = (names, modules) else {
+        return Vec::new();
+    };
     names.sort_unstable();
     modules.sort_unstable();
     // Dynamo records qualified class names (`timm.models.coat.ConvPosEnc`).
@@ -306,15 +351,14 @@ fn read_callees<'s>(
         .iter()
         .zip(&modules)
         .all(|((_, oc, _), (_, tc, _))| oc.is_empty() || tc.is_empty() || short(oc) == short(tc));
-    if agree {
-        out.extend(
-            names
-                .iter()
-                .zip(&modules)
-                .map(|((_, _, stem), (_, _, callee))| (*stem, callee.to_string())),
-        );
+    if !agree {
+        return Vec::new();
     }
-    out
+    names
+        .iter()
+        .zip(&modules)
+        .map(|((_, _, stem), (_, _, callee))| (*stem, callee.to_string()))
+        .collect()
 }
 
 /// Whether ONNX scope path `path` is a call of the module at `base` (`cpe2`, `cpe2_1`).
