@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the pinned environment if missing
 # (reusing the machine-wide cache), regenerates fixtures only if they are missing, runs every
-# Rust test against the real libtorch and ONNX Runtime, then checks that the committed example
-# reports are what the binary just built writes (scripts/example_reports.sh --check).
+# Rust test against the real libtorch and ONNX Runtime, checks that the committed example
+# reports are what the binary just built writes (scripts/example_reports.sh --check), then
+# runs the registry sweep's CI slice.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -15,4 +16,9 @@ cargo test "$@"
 # A filtered run (arguments given) checks only what it names.
 if [ $# -eq 0 ]; then
     bash scripts/example_reports.sh --check
+    # The registry sweep's fixed CI slice (docs/sweep.md): ten small real models, both
+    # exporters and four variants, with their injected faults; exit 1 on a missed target.
+    # Exports are cached outside the clone (about 9 minutes to build them on a new machine,
+    # 1-5 minutes of checks once cached).
+    .venv/bin/python scripts/sweep.py --slice ci --check
 fi
