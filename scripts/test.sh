@@ -20,5 +20,6 @@ if [ $# -eq 0 ]; then
     # exporters and four variants, with their injected faults; exit 1 on a missed target.
     # Exports are cached outside the clone (about 9 minutes to build them on a new machine,
     # 1-5 minutes of checks once cached).
-    .venv/bin/python scripts/sweep.py --slice ci --check
+    .venv/bin/python scripts/sweep.py --slice ci --check \
+        --binary "${CARGO_TARGET_DIR:-$repo/target}/debug/align-check"
 fi
