@@ -8,7 +8,7 @@
 //! (`fuse_producer_into_node`). The values choose between the structurally possible
 //! owners, so no pair made here is certain.
 
-use super::ops::{compatible, folds_into_conv, torch_families};
+use super::ops::{aten_name, compatible, folds_into_conv, torch_families};
 use super::scopes::key_path;
 use super::{relative_distance, same_shape, PairedBy, Pairer};
 use std::collections::HashMap;
@@ -23,10 +23,8 @@ const DOUBTFUL: f64 = 1e-2;
 /// Elementwise activations a node may compute after its own op (ONNX Runtime's FusedConv
 /// takes Relu, Sigmoid, Tanh, LeakyRelu, Clip and HardSigmoid).
 fn is_activation(torch_op: &str) -> bool {
-    let name = torch_op.strip_prefix("aten::").unwrap_or(torch_op);
-    let name = name.strip_suffix('_').unwrap_or(name);
     matches!(
-        name,
+        aten_name(torch_op),
         "relu" | "sigmoid" | "tanh" | "leaky_relu" | "clamp" | "hardtanh" | "hardsigmoid"
     )
 }

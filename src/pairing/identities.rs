@@ -20,6 +20,7 @@
 //! that input, element for element, is taken: an op of two computed values (a mask added to
 //! attention scores) is real computation even where it happens to change nothing.
 
+use super::ops::aten_name;
 use super::{is_layer_candidate, relative_distance, Pairer};
 
 impl Pairer<'_> {
@@ -66,8 +67,7 @@ fn by_constant(
     v: &crate::capture::CapturedValue,
     values: &[crate::capture::CapturedValue],
 ) -> bool {
-    let name = v.op.strip_prefix("aten::").unwrap_or(&v.op);
-    let name = name.strip_suffix('_').unwrap_or(name);
+    let name = aten_name(&v.op);
     let computed = v
         .inputs
         .iter()

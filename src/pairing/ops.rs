@@ -8,11 +8,16 @@
 use crate::capture::tensor::DType;
 use crate::capture::CapturedValue;
 
+/// An aten op's name without its namespace and in-place mark (`aten::relu_` -> `relu`).
+pub fn aten_name(op: &str) -> &str {
+    let name = op.strip_prefix("aten::").unwrap_or(op);
+    name.strip_suffix('_').unwrap_or(name)
+}
+
 /// Families an op can belong to. An aten op and an ONNX op are compatible when their
 /// family sets intersect.
 pub fn torch_families(op: &str) -> Vec<&'static str> {
-    let name = op.strip_prefix("aten::").unwrap_or(op);
-    let name = name.strip_suffix('_').unwrap_or(name);
+    let name = aten_name(op);
     let fams: &[&'static str] = match name {
         "_convolution" | "conv1d" | "conv2d" | "conv3d" | "convolution" | "conv_transpose1d"
         | "conv_transpose2d" | "conv_transpose3d" => &["conv"],
