@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from sweep import cache, check, registries, report  # noqa: E402
+from sweep import cache, check, overlay, registries, report  # noqa: E402
 
 PRINT_LOCK = threading.Lock()
 
@@ -280,6 +280,8 @@ def main(argv):
         cache.write_json(os.path.join(cache.root(), "last-binary.json"),
                          {"id": binary_id, "path": args.binary})
     specs = select(args)
+    if not (args.report_only or args.no_export):
+        overlay.ensure(log)
     log(f"{len(specs)} models, binary {binary_id}, cache {cache.root()}")
     start = time.time()
     if args.calibration:
