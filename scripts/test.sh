@@ -13,6 +13,8 @@ bash scripts/bootstrap.sh >/dev/null
 # clone lacks only the uncommitted tests/fixtures/deep/).
 .venv/bin/python scripts/regenerate_fixtures.py --missing
 cargo test "$@"
+# The sweep's expected-culprit derivation (plain Python, no models).
+.venv/bin/python -m unittest discover -s scripts/sweep -p 'test_*.py'
 # A filtered run (arguments given) checks only what it names.
 if [ $# -eq 0 ]; then
     bash scripts/example_reports.sh --check

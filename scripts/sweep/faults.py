@@ -18,10 +18,11 @@ Expected culprit: the module path from the mutated node's own scope, in this ord
 exporter's `pkg.torch.onnx.name_scopes` metadata (its last module entry), the legacy exporter's
 node name (`/layer2/layer2.0/downsample/downsample.0/Conv` -> `layer2.0.downsample.0`), else the
 initializer's name without its last part (`blocks.3.fc1.weight` -> `blocks.3.fc1`), else the
-legacy value names an optimiser left on a node it renamed (`_module_from_value_names`). The expected
-ONNX node is the mutated node; `accepted_nodes` adds the nodes that complete its module's output
-(downstream of it in the same module scope; in a graph without scopes, the chain of sole
-consumers up to two hops: a MatMul's bias Add).
+legacy value names an optimiser left on a node it renamed (`_module_from_value_names`), else its
+sole reader's scope (`_module_from_readers`: a bias Add, or a Split of merged projections). The
+expected ONNX node is the mutated node; `accepted_nodes` adds the nodes that complete its
+module's output (downstream of it in the same module scope; in a graph without scopes, the
+chain of sole consumers up to two hops: a MatMul's bias Add) and the re-shapes that hold them.
 
 Isolated size: the clean model runs in ONNX Runtime with the mutated node's inputs and output
 exposed; the mutated node alone, fed those values, is compared with the clean output. Within
@@ -68,17 +69,27 @@ def _is_op_name(part):
     return any(onnx.defs.has(op, domain) for domain in ("", "com.microsoft"))
 
 
-def legacy_module(name):
+def legacy_module(name, graph=None):
     """`/layer1/layer1.0/conv1/Conv` -> `layer1.0.conv1`: each part names a module relative to
     its parent, except that a container's child repeats the container's name
     (`downsample/downsample.0`). The last part is the node's own (`Conv`, `Conv_1`); ONNX
     Runtime's optimiser appends one more to the nodes it fuses
-    (`.../dense/MatMul/MatMulAddFusion`), so trailing parts that are op names go too."""
+    (`.../dense/MatMul/MatMulAddFusion`), so trailing parts that are op names go too.
+
+    The exporter marks the k-th further call of one module by appending `_k` to its part
+    (`conv.7_4`, `query_1`); the module is the same one (TorchScript names it `conv.7`). Given
+    the graph, a part `X_k` is read as a call of `X` when the graph also holds the part `X`
+    under the same parent, which is what a first call leaves; without that (a module really
+    named `fc_1`) the part is kept."""
     if not name.startswith("/"):
         return None
-    parts = [p for p in name.split("/")[1:-1] if p]
-    while parts and _is_op_name(parts[-1]):
-        parts.pop()
+    parts = _scope_parts(name)
+    if graph is not None:
+        known = _known_scopes(graph)
+        for i, part in enumerate(parts):
+            call = CALL_SUFFIX.match(part)
+            if call and tuple(parts[:i]) + (call.group(1),) in known:
+                parts[i] = call.group(1)
     path = []
     for part in parts:
         if path and part.startswith(path[-1] + "."):
@@ -86,6 +97,32 @@ def legacy_module(name):
         else:
             path.append(part)
     return ".".join(path)
+
+
+CALL_SUFFIX = re.compile(r"^(.+)_(\d+)$")
+
+
+def _scope_parts(name):
+    """The module parts of a legacy node name: all but the node's own part and op names."""
+    parts = [p for p in name.split("/")[1:-1] if p]
+    while parts and _is_op_name(parts[-1]):
+        parts.pop()
+    return parts
+
+
+def _known_scopes(graph):
+    """Every prefix of the module parts of the graph's legacy node names (cached per graph)."""
+    if _KNOWN.get("graph") is not graph:
+        known = set()
+        for n in graph.node:
+            if n.name.startswith("/"):
+                parts = _scope_parts(n.name)
+                known.update(tuple(parts[:i]) for i in range(1, len(parts) + 1))
+        _KNOWN.update(graph=graph, known=known)
+    return _KNOWN["known"]
+
+
+_KNOWN = {}
 
 
 def _own_initializers(graph, node):
@@ -101,14 +138,46 @@ def expected_module(node, graph, initializer_name=None):
     module = dynamo_module(node)
     if module is not None:
         return module, "name_scopes"
-    module = legacy_module(node.name)
+    module = legacy_module(node.name, graph)
     if module is not None:
         return module, "node_name"
     own = _own_initializers(graph, node)
     for name in ([initializer_name] if initializer_name in own else []) + own:
         if "." in name and "::" not in name:
             return name.rsplit(".", 1)[0], "initializer"
-    return _module_from_value_names(node, graph)
+    module, source = _module_from_value_names(node, graph)
+    if module is None:
+        module, source = _module_from_readers(node, graph)
+    return module, source
+
+
+def _module_from_readers(node, graph):
+    """For a renamed node whose own names say nothing, what its readers' scopes do say:
+    - a sole reader that adds an initializer (a bias Add) completes the same layer, since the
+      exporter writes one layer as MatMul + Add in one scope: that scope;
+    - a sole reader that is a Split (a simplifier merged several projections into one MatMul
+      and splits its output) whose readers all lie in one module scope: that module encloses
+      the merged layers, and which of them shows the fault first is not in the graph, so the
+      culprit is only known up to that module (`enclosing_scope`; the judge accepts a module
+      inside it)."""
+    consumers = {}
+    for n in graph.node:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
+    users = consumers.get(node.output[0], []) if node.output else []
+    if len(users) != 1:
+        return None, None
+    user = users[0]
+    inits = _initializers(graph)
+    if user.op_type == "Add" and any(n in inits for n in user.input if n != node.output[0]):
+        scope = node_scope(user, graph)
+        return (scope, "bias_add") if scope else (None, None)
+    if user.op_type == "Split":
+        readers = [r for out in user.output for r in consumers.get(out, [])]
+        scopes = {node_scope(r, graph) for r in readers}
+        if len(scopes) == 1 and None not in scopes and "" not in scopes:
+            return scopes.pop(), "enclosing_scope"
+    return None, None
 
 
 def _module_from_value_names(node, graph):
@@ -122,7 +191,8 @@ def _module_from_value_names(node, graph):
     expanded call); none when they name different modules. A consumer that reads only the
     node's output is the next layer, not this one, so it is not followed."""
     def scopes(nodes):
-        return {legacy_module(out) for n in nodes for out in n.output if legacy_module(out)}
+        return {legacy_module(out, graph) for n in nodes for out in n.output
+                if legacy_module(out, graph)}
     own = scopes([node])
     if not own:
         inputs = {name for name in node.input if name}
@@ -133,41 +203,68 @@ def _module_from_value_names(node, graph):
     return (own.pop(), "value_name") if len(own) == 1 else (None, None)
 
 
-def node_scope(node):
+def node_scope(node, graph):
     """The module scope a node's own metadata or name gives (no initializer fallback)."""
     module = dynamo_module(node)
-    return module if module is not None else legacy_module(node.name)
+    return module if module is not None else legacy_module(node.name, graph)
 
 
 def accepted_nodes(graph, index):
-    """The mutated node and the nodes that complete its module's output (module docstring)."""
+    """The mutated node and the nodes that complete its module's output (module docstring),
+    then the re-shapes that hold any of those outputs."""
     nodes = list(graph.node)
     node = nodes[index]
-    consumers = {}
-    for i, n in enumerate(nodes):
-        for name in n.input:
-            consumers.setdefault(name, []).append(i)
-    scope = node_scope(node)
-    accepted = [node.name]
+    consumers = _consumers(nodes)
+    scope = node_scope(node, graph)
+    accepted = [index]
     if scope:
         frontier, seen = [index], {index}
         while frontier:
             i = frontier.pop()
             for out in nodes[i].output:
                 for j in consumers.get(out, []):
-                    if j not in seen and node_scope(nodes[j]) == scope:
+                    if j not in seen and node_scope(nodes[j], graph) == scope:
                         seen.add(j)
                         frontier.append(j)
-                        accepted.append(nodes[j].name)
-        return accepted
-    i = index
-    for _ in range(2):
-        users = consumers.get(nodes[i].output[0], []) if nodes[i].output else []
-        if len(users) != 1:
-            break
-        i = users[0]
-        accepted.append(nodes[i].name)
-    return accepted
+                        accepted.append(j)
+    else:
+        i = index
+        for _ in range(2):
+            users = consumers.get(nodes[i].output[0], []) if nodes[i].output else []
+            if len(users) != 1:
+                break
+            i = users[0]
+            accepted.append(i)
+    return [nodes[i].name for i in _with_reshapes(nodes, consumers, accepted)]
+
+
+# Ops that change only a tensor's shape: their output is their input's elements in the same
+# order, so the node holds the very values of the node it reads.
+RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+
+
+def _with_reshapes(nodes, consumers, accepted):
+    """`accepted` plus each chain of re-shapes that is the sole reader of an accepted node's
+    output, in any scope or none: ONNX Runtime's Gemm rewrite flattens a MatMul's input to 2-D
+    and restores the shape in a Reshape named by the optimiser (`gemm_output_reshape_token_N`,
+    no scope), which is then the only node holding the module's output in its own shape."""
+    out = list(accepted)
+    for i in accepted:
+        while nodes[i].output:
+            users = consumers.get(nodes[i].output[0], [])
+            if len(users) != 1 or nodes[users[0]].op_type not in RESHAPES or users[0] in out:
+                break
+            i = users[0]
+            out.append(i)
+    return out
+
+
+def _consumers(nodes):
+    consumers = {}
+    for i, n in enumerate(nodes):
+        for name in n.input:
+            consumers.setdefault(name, []).append(i)
+    return consumers
 
 
 # Candidates ----------------------------------------------------------------------------------
@@ -311,9 +408,10 @@ def attribute_changes(model, rng):
 
 # Recipes -------------------------------------------------------------------------------------
 
-# Bumped when the expected-culprit derivation changes: cached recipes are then re-derived from
-# their clean graph (refresh_expected), so the cache never mixes two derivations.
-DERIVATION = 2
+# Bumped when the expected-culprit derivation (module or accepted nodes) changes: cached recipes
+# are then re-derived from their clean graph (refresh_expected), so the cache never mixes two
+# derivations.
+DERIVATION = 3
 
 
 def refresh_expected(doc, model_path):
@@ -327,6 +425,7 @@ def refresh_expected(doc, model_path):
         init_name = node.input[r.get("input_index", 1)] if r["kind"] != "attribute" else None
         r["expected_module"], r["expected_module_from"] = expected_module(node, graph,
                                                                           init_name)
+        r["accepted_nodes"] = accepted_nodes(graph, r["node_index"])
     doc["derivation"] = DERIVATION
     return True
 

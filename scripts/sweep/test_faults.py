@@ -1,0 +1,93 @@
+"""Unit tests of the sweep's expected-culprit derivation (faults.py) and its judgement
+(causes.py) on small hand-made graphs, each shaped like a case measured in the sweep. Run with
+`.venv/bin/python -m unittest discover -s scripts/sweep -p 'test_*.py'` (scripts/test.sh does).
+"""
+
+import os
+import sys
+import unittest
+
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from sweep import causes, faults  # noqa: E402
+
+
+def _graph(nodes, inits=()):
+    return helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((2, 2), np.float32), n) for n in inits])
+
+
+class RepeatedCalls(unittest.TestCase):
+    def test_call_suffix_names_the_module_called_again(self):
+        # The legacy exporter writes a module's second call as `query_1`; TorchScript (and
+        # align-check) name it `query`.
+        g = _graph([
+            helper.make_node("MatMul", ["x", "w"], ["a"], name="/enc/attention/query/MatMul"),
+            helper.make_node("MatMul", ["a", "w"], ["y"], name="/enc/attention/query_1/MatMul"),
+        ], ["w"])
+        self.assertEqual(faults.expected_module(g.node[1], g), ("enc.attention.query",
+                                                                "node_name"))
+
+    def test_suffix_kept_without_a_first_call(self):
+        g = _graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="/enc/fc_1/MatMul")],
+                   ["w"])
+        self.assertEqual(faults.expected_module(g.node[0], g)[0], "enc.fc_1")
+
+
+class HeldOutputs(unittest.TestCase):
+    def test_unscoped_reshape_after_gemm_holds_the_output(self):
+        # ONNX Runtime's MatMul+Add -> Gemm rewrite: the module's output in its own shape is
+        # only in the optimiser's Reshape.
+        g = _graph([
+            helper.make_node("Reshape", ["x", "s"], ["x2"], name="gemm_input_reshape_token_1"),
+            helper.make_node("Gemm", ["x2", "w", "b"], ["g"],
+                             name="/layer/lin2/MatMul/MatMulAddFusion"),
+            helper.make_node("Reshape", ["g", "s"], ["/layer/lin2/Add_output_0"],
+                             name="gemm_output_reshape_token_2"),
+            helper.make_node("Relu", ["/layer/lin2/Add_output_0"], ["y"], name="/next/Relu"),
+        ], ["w", "b", "s"])
+        self.assertEqual(faults.accepted_nodes(g, 1), ["/layer/lin2/MatMul/MatMulAddFusion",
+                                                       "gemm_output_reshape_token_2"])
+
+
+class MergedProjections(unittest.TestCase):
+    def _merged(self):
+        # A simplifier merged q/k/v into one MatMul (renamed, no scope) and splits its output.
+        return _graph([
+            helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul_4"),
+            helper.make_node("Split", ["m"], ["q", "k", "v"], name="Split_5", axis=-1),
+            helper.make_node("Reshape", ["q", "s"], ["q2"], name="/l0/attn/Reshape"),
+            helper.make_node("Reshape", ["k", "s"], ["k2"], name="/l0/attn/Reshape_1"),
+            helper.make_node("Reshape", ["v", "s"], ["y"], name="/l0/attn/Reshape_2"),
+        ], ["w", "s"])
+
+    def test_split_readers_in_one_scope_enclose_the_culprit(self):
+        g = self._merged()
+        self.assertEqual(faults.expected_module(g.node[0], g), ("l0.attn", "enclosing_scope"))
+
+    def test_a_module_inside_the_enclosing_scope_is_right(self):
+        recipe = {"kind": "scale", "op_type": "MatMul", "node": "MatMul_4",
+                  "expected_module": "l0.attn", "expected_module_from": "enclosing_scope",
+                  "accepted_nodes": ["MatMul_4", "Split_5"]}
+        result = {"exit": 1, "first_divergence": {"module": "l0.attn.q_proj",
+                                                  "onnx_node": "Split_5"}}
+        out = causes.fault_outcome(result, recipe)
+        self.assertTrue(out["module_right"])
+        self.assertFalse(out["module_exact"])
+        exact = dict(recipe, expected_module_from="node_name")
+        self.assertFalse(causes.fault_outcome(result, exact)["module_right"])
+
+    def test_bias_add_names_the_renamed_matmul(self):
+        g = _graph([
+            helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul_13"),
+            helper.make_node("Add", ["m", "b"], ["y"], name="/l1/attn/q_proj/Add"),
+        ], ["w", "b"])
+        self.assertEqual(faults.expected_module(g.node[0], g), ("l1.attn.q_proj", "bias_add"))
+
+
+if __name__ == "__main__":
+    unittest.main()
