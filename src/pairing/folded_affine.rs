@@ -128,7 +128,7 @@ impl Pairer<'_> {
                 "fused into ONNX node {} (compared after the constant {} it absorbed)",
                 ov[o].node, tv[v].op
             );
-            self.move_down_chain(&chain[..=best], o, PairedBy::FoldedAffine, &reason);
+            self.move_down_chain(&chain[..=best], o, PairedBy::FoldedAffine, &reason, false);
         }
     }
 }

@@ -6,7 +6,9 @@
 //! with the conv computes a later module's output (`fuse_consumers_into_node`). The dynamo
 //! exporter keeps the BatchNorm's scope instead, so the conv has no node of its own
 //! (`fuse_producer_into_node`). The values choose between the structurally possible
-//! owners, so no pair made here is certain.
+//! owners, so a pair made here is certain only where structure leaves one owner: the modules
+//! folded into a node that alone held the first module's scope have no ONNX node of their
+//! own anywhere (`folded_without_a_trace`).
 
 use super::ops::{aten_name, compatible, folds_into_conv, torch_families};
 use super::scopes::key_path;
@@ -105,6 +107,9 @@ impl Pairer<'_> {
                 continue;
             }
             let v = chain[best];
+            let certain = best == chain.len() - 1
+                && self.state.get(u).is_some_and(|m| m.certain)
+                && chain[1..].iter().all(|&w| self.folded_without_a_trace(w));
             // A doubtful pair the order gave the fused value (a `tanh` fused into a FusedConv
             // met a Mul of its shape) is left for the passes after to place again.
             for &w in &chain[1..=best] {
@@ -114,8 +119,20 @@ impl Pairer<'_> {
                 "fused into ONNX node {} (compared after {})",
                 ov[o].node, path_of[&v]
             );
-            self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason);
+            self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason, certain);
         }
+    }
+
+    /// Whether TorchScript value `t`'s module left no ONNX value in its scope: the exporter
+    /// folded it into a neighbour. A folded chain (Conv then BatchNorm) whose first module's
+    /// node is certain then has that node as its only possible owner, so the pair is certain:
+    /// a channel swap that the ReLU after it happens to hide (both channels negative) is a
+    /// real fault at the BatchNorm, not a doubtful pair (`compare::evaluate`).
+    fn folded_without_a_trace(&self, t: usize) -> bool {
+        self.torch_groups
+            .iter()
+            .find(|(_, ids)| ids.contains(&t))
+            .is_some_and(|(key, _)| super::subtree(&self.onnx_groups, key).is_empty())
     }
 
     /// Whether TorchScript value `t` is still open, or holds a pair that the values chose
@@ -130,17 +147,19 @@ impl Pairer<'_> {
     /// Moves the pair of `chain[0]` with ONNX value `o` to the chain's last value, the one
     /// the node computes: the values before it are fused into the node, covered with
     /// `reason`. Shared by `fusion` (a node that also computes the modules after its own) and
-    /// `folded_affine` (a node that absorbed the constant op after it).
+    /// `folded_affine` (a node that absorbed the constant op after it). `certain` when
+    /// structure alone left the node as the owner.
     pub(super) fn move_down_chain(
         &mut self,
         chain: &[usize],
         o: usize,
         by: PairedBy,
         reason: &str,
+        certain: bool,
     ) {
         let (u, v) = (chain[0], chain[chain.len() - 1]);
         self.state.unassign(u);
-        self.state.assign(v, o, by, false);
+        self.state.assign(v, o, by, certain);
         let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
         for &absorbed in &chain[..chain.len() - 1] {
             fused.push(absorbed);

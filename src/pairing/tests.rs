@@ -141,6 +141,38 @@ fn legacy_fused_conv_pairs_with_batchnorm_output() {
     );
 }
 
+/// A channel swap in the legacy exporter's folded Conv + BatchNorm that the ReLU after it
+/// hides (both swapped channels negative): the bn has no ONNX node at all and the Conv is
+/// the conv scope's only node, so the fused pair is structure's, certain, and the guard must
+/// not doubt it for its agreeing consumer.
+#[test]
+fn a_batchnorm_folded_without_a_trace_is_paired_certainly() {
+    let x = [1.0, -2.0, 3.0, 4.0];
+    let bn = [-0.5, -1.5, 2.5, 1.0];
+    let swapped = [-1.5, -0.5, 2.5, 1.0];
+    let relu = [0.0, 0.0, 2.5, 1.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op(
+        "aten::_convolution",
+        "attn.fc",
+        &[ti],
+        &[2.0, -4.0, 6.0, 8.0],
+    );
+    let tb = t.op("aten::batch_norm", "attn.bn", &[tc], &bn);
+    let tr = t.op("aten::relu_", "attn.act", &[tb], &relu);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "attn.fc", &[oi], &swapped);
+    let or = o.op("Relu", "attn.act", &[oc], &relu);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let bn_pair = pair_of(&p, tb).expect("bn paired");
+    assert_eq!((bn_pair.onnx, bn_pair.paired_by), (oc, PairedBy::Fusion));
+    assert!(bn_pair.certain, "no other node can hold the bn output");
+}
+
 /// Same network, dynamo style: the fused Conv carries the bn scope; the conv has no node.
 #[test]
 fn dynamo_fused_conv_in_batchnorm_scope_accounts_for_the_conv() {
