@@ -62,10 +62,11 @@ impl Pairer<'_> {
     /// A paired module whose ONNX node also computes the unpaired modules after it. The
     /// chain of unpaired consumers is weighed as a whole, since a step of it (the
     /// BatchNorm before a ReLU) can be further from the fused output than the one before.
+    /// Graphs without scopes need it as much: a simplifier folds each BatchNorm into its
+    /// Conv, and the global order, seeing conv and bn both fit a Conv, gives a branch's conv
+    /// one branch's Conv and its bn the next branch's (SK or Inception blocks run parallel
+    /// convs of one shape).
     pub(super) fn fuse_consumers_into_node(&mut self) {
-        if !self.onnx_has_scopes {
-            return;
-        }
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let outputs = self.module_outputs();
         let path_of: HashMap<usize, String> = outputs.iter().cloned().collect();

@@ -31,6 +31,7 @@ mod parent_calls;
 mod passes;
 mod rearranged;
 mod relaid_layout;
+mod relaid_output;
 mod repeated_calls;
 mod scoped;
 mod scopes;

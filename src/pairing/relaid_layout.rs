@@ -36,7 +36,7 @@ const MARGIN: f64 = 100.0;
 
 /// The nearest values in `next(t)` direction that `has_twin` accepts, looking through the
 /// others; and whether one looked through computes data (`computes` says).
-fn nearest_paired(
+pub(super) fn nearest_paired(
     start: &[usize],
     next: impl Fn(usize) -> Vec<usize>,
     has_twin: impl Fn(usize) -> bool,
@@ -60,7 +60,7 @@ fn nearest_paired(
 
 /// Whether TorchScript value `t` computes no data: a layout op, one that vanishes from ONNX
 /// (an identity in eval mode), or shape bookkeeping (the sizes a reshape reads).
-fn computes_nothing(t: &CapturedValue) -> bool {
+pub(super) fn computes_nothing(t: &CapturedValue) -> bool {
     torch_families(&t.op) == ["layout"] || vanishes_in_onnx(&t.op) || is_bookkeeping(t)
 }
 

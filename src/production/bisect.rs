@@ -8,13 +8,16 @@
 //! passes in ONNX Runtime's order up to and including the one found differs, and up to the one
 //! before it agrees: that pass is where the values change. The result is then verified by
 //! disabling that pass alone at the user's level, the workaround the report suggests.
+//! A rule-based transformer found that way holds many rewrites, most of them exact (an
+//! Identity removed); the same prefix search over its rules (`rules_of`), which ONNX Runtime
+//! disables by name too, names the rule, so the workaround keeps the others.
 //!
 //! `probe(level, disabled)` builds a session at `level` with `disabled` transformers turned
 //! off (besides the user's own settings), runs it and says whether its outputs differ; the
 //! search never touches ONNX Runtime itself, so it is tested with a scripted probe.
 
 use super::settings::OptLevel;
-use super::transformers::added_at;
+use super::transformers::{added_at, rules_of};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -79,17 +82,13 @@ pub fn bisect(
             sessions,
         });
     }
-    // Enabling passes[..=hi] differs, enabling none agrees.
-    let (mut lo, mut hi) = (0, passes.len() - 1);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if differs(level, &passes[mid + 1..])? {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
+    let mut name = passes[first_that_differs(&passes, |off| differs(level, off))?];
+    // A rule-based transformer's rules, searched the same way, when disabling all of them
+    // (the transformer still running) restores the outputs; otherwise the transformer.
+    let rules = rules_of(name);
+    if !rules.is_empty() && !differs(level, rules)? {
+        name = rules[first_that_differs(rules, |off| differs(level, off))?];
     }
-    let name = passes[lo];
     let verified = !differs(production, &[name])?;
     Ok(Bisection {
         finding: Finding::Pass {
@@ -99,6 +98,25 @@ pub fn bisect(
         },
         sessions,
     })
+}
+
+/// The first of `passes` whose enabling, with every one before it, makes the outputs differ,
+/// given that enabling all of them differs and none agrees; `differs_without(off)` runs with
+/// the passes `off` disabled.
+fn first_that_differs(
+    passes: &[&str],
+    mut differs_without: impl FnMut(&[&str]) -> Result<bool>,
+) -> Result<usize> {
+    let (mut lo, mut hi) = (0, passes.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if differs_without(&passes[mid + 1..])? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(lo)
 }
 
 #[cfg(test)]
@@ -159,6 +177,31 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_rule_of_a_rule_based_transformer_is_named_by_its_own_name() {
+        // A zero Pad folded into a MaxPool (which pads with -inf): one rule of the basic
+        // level's rule-based transformer; disabling it alone restores the outputs.
+        let probe = |level: OptLevel, disabled: &[&str]| {
+            Ok(level >= OptLevel::Basic
+                && !disabled.contains(&"Level1_RuleBasedTransformer")
+                && !disabled.contains(&"Pad_Fusion"))
+        };
+        let b = bisect(OptLevel::All, probe).unwrap();
+        assert_eq!(
+            b.finding,
+            Finding::Pass {
+                name: "Pad_Fusion".into(),
+                level: OptLevel::Basic,
+                verified: true
+            }
+        );
+        // A change the rule names do not explain keeps the transformer's name.
+        let b = bisect(OptLevel::All, runtime("Level1_RuleBasedTransformer", None)).unwrap();
+        assert!(
+            matches!(&b.finding, Finding::Pass { name, .. } if name == "Level1_RuleBasedTransformer")
+        );
     }
 
     #[test]

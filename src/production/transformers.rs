@@ -8,7 +8,10 @@
 //! `ORT_ENABLE_ALL` with onnxruntime 1.31.1 (docs/production.md says how to list them again
 //! for another version). Levels 3 and 4 of the log (layout transformers, then fp16
 //! initializer folding) both run at `all`. The rule-based transformers hold many small
-//! rewrites (EliminateIdentity, ConvBNFusion, ...) that can only be disabled together.
+//! rewrites (`RULES`: EliminateIdentity, ConvBNFusion, ...); the log does not name them, but
+//! `optimization.disable_specified_optimizers` takes a rule's own name too and turns off that
+//! rule alone (checked with 1.31.1: `Pad_Fusion` alone restores a model whose zero Pad the
+//! rule folds into a MaxPool, which pads with -inf).
 
 use super::settings::OptLevel;
 
@@ -70,6 +73,48 @@ pub const TRANSFORMERS: &[(&str, OptLevel)] = &[
     ("ConvAddActivationFusion", OptLevel::All),
     ("FuseFp16InitializerToFp32NodeTransformer", OptLevel::All),
 ];
+
+/// The rewrite rules of each rule-based transformer, in the order ONNX Runtime 1.31 registers
+/// them (its own rule names, as the library's strings spell them: `Pad_Fusion` is PadFusion).
+pub const RULES: &[(&str, &[&str])] = &[
+    (
+        "Level1_RuleBasedTransformer",
+        &[
+            "EliminateIdentity",
+            "EliminateSlice",
+            "UnsqueezeElimination",
+            "EliminateDropout",
+            "ExpandElimination",
+            "CastElimination",
+            "CastChainElimination",
+            "PreShapeNodeElimination",
+            "NoopElimination",
+            "DivMulFusion",
+            "FuseReluClip",
+            "GemmSumFusion",
+            "GemmTransposeFusion",
+            "NotWhereFusion",
+            "ConvAddFusion",
+            "ConvMulFusion",
+            "ConvBNFusion",
+            "Pad_Fusion",
+            "MatMul_BatchNormalization_Fusion",
+            "LabelEncoderFusion",
+        ],
+    ),
+    (
+        "Level2_RuleBasedTransformer",
+        &["ClipQuantRewrite", "ReluQuantRewrite"],
+    ),
+];
+
+/// The rules of transformer `name` (empty for a transformer that is not rule-based).
+pub fn rules_of(name: &str) -> &'static [&'static str] {
+    RULES
+        .iter()
+        .find(|(t, _)| *t == name)
+        .map_or(&[], |(_, rules)| *rules)
+}
 
 /// The transformers `level` adds to the one below it, in ONNX Runtime's order (a name that
 /// also runs at a lower level, MatMulAddFusion, is listed once, where it first runs).
