@@ -165,6 +165,13 @@ def clean_check(spec, pair, args, binary_id, rerun):
         cov = (result.get("coverage") or {}).get("torch_ratio")
         log(f"check {key}: exit {result['exit']} coverage "
             f"{cov if cov is None else round(cov, 3)} ({result['wall_s']:.1f} s)")
+    if not args.report_only and check.production_only_failure(result) \
+            and "reference_optimised" not in record:
+        # Only such a pair needs the optimised session's own check, so it is made when one
+        # appears (also for exports cached before the check existed), not at every export.
+        status, tail = run_child(["_reference_optimised", spec["id"], pair], 900)
+        if status != 0:
+            log(f"optimised reference {key} failed ({status}): {tail}")
     return result
 
 
@@ -262,6 +269,10 @@ def main(argv):
     if argv and argv[0] == "_export":
         from sweep import export
         export.main(argv[1])
+        return 0
+    if argv and argv[0] == "_reference_optimised":
+        from sweep import export
+        export.add_optimised_reference(cache.model_dir(argv[1]), argv[2])
         return 0
     if argv and argv[0] == "_faults":
         plan_faults(*argv[1:4])

@@ -63,6 +63,15 @@ def summarise(report):
     }
 
 
+def production_only_failure(result):
+    """Whether a check failed on its production-session gate alone (no layer, no output of
+    the unoptimised comparison fails): the sweep then asks its own optimised reference."""
+    gates = result.get("gate_failures") or []
+    return result.get("exit") == 1 and not result.get("failing_layers") \
+        and not result.get("failing_outputs") and bool(gates) \
+        and all(g.startswith("production session") for g in gates)
+
+
 def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
     """One align-check run; returns the summary dict (never raises for the run's outcome)."""
     result = _run_once(binary, pt, onnx, inputs, timeout, extra_args, {})

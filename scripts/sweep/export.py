@@ -67,12 +67,15 @@ def within_tolerance(ref, test, precision):
     return ok, float(diff.max() / peak) if peak > 0 else float(diff.max())
 
 
-def reference_check(pt_path, onnx_path, feeds, precision):
-    """ONNX Runtime (optimisations off, as align-check runs it) vs TorchScript, per output."""
+def reference_check(pt_path, onnx_path, feeds, precision, optimised=False):
+    """ONNX Runtime vs TorchScript, per output: optimisations off, as align-check compares
+    layers; with `optimised`, every optimisation on, as align-check's production session
+    runs it (a rewrite of ONNX Runtime's own that changes outputs is a real divergence)."""
     import onnxruntime as ort
     import torch
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimised \
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
@@ -207,6 +210,18 @@ def ultralytics_pair(spec, folder, log):
                       "input_names": list(inputs)})
     return {"exporter": "ultralytics", "export_s": time.time() - start,
             "pt": os.path.join(pair_folder, "model.pt")}
+
+
+def add_optimised_reference(folder, pair):
+    """Child: adds `reference_optimised` (reference_check with every optimisation on) to a
+    cached pair.json."""
+    path = os.path.join(folder, pair, "pair.json")
+    record = cache.read_json(path)
+    feeds = _load_inputs(os.path.join(folder, "inputs.npz"))
+    record["reference_optimised"] = reference_check(
+        record["pt"], os.path.join(folder, pair, "model.onnx"), feeds,
+        record.get("precision", "float32"), optimised=True)
+    cache.write_json(path, record)
 
 
 def finish_pair(folder, pair_folder, record, precision="float32"):
