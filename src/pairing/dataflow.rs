@@ -99,6 +99,8 @@ impl Pairer<'_> {
             let o = self.state.twin(t).expect("paired");
             let needed = nearest_producer_twins(tv, |u| self.twin(u), t);
             if computed_from_all(ov, o, &needed) {
+                // Computed from them, but maybe through a later link of their chain.
+                self.prefer_direct_producers(t, o, &needed);
                 continue;
             }
             // Another value of the same call, kind and shape that is computed from the right
@@ -164,6 +166,11 @@ impl Pairer<'_> {
                 continue;
             }
             let held: Vec<usize> = group.iter().filter_map(|&t| self.state.twin(t)).collect();
+            // Selects of one input are told apart by the part each takes, whatever the values.
+            if let Some(perm) = self.assignment_by_part(&group, &held) {
+                self.reassign_siblings(&group, &held, &perm);
+                continue;
+            }
             let distance: Vec<Vec<f64>> = group
                 .iter()
                 .map(|&t| held.iter().map(|&o| self.distance(t, o)).collect())
@@ -180,18 +187,27 @@ impl Pairer<'_> {
                 .min_by(|a, b| worst(a).total_cmp(&worst(b)))
                 .unwrap_or_else(|| identity.clone());
             if best != identity && worst(&best) < CLOSE && worst(&best) * 10.0 < worst(&identity) {
-                for &t in &group {
-                    self.state.unassign(t);
-                }
-                for (i, &j) in best.iter().enumerate() {
-                    let by = if i == j {
-                        PairedBy::OpOrder
-                    } else {
-                        PairedBy::UncrossSiblings
-                    };
-                    self.state.assign(group[i], held[j], by, false);
-                }
+                self.reassign_siblings(&group, &held, &best);
             }
+        }
+    }
+
+    /// Gives sibling `group[i]` the ONNX value `held[perm[i]]`; the ones that move are
+    /// stamped `uncross_siblings`.
+    fn reassign_siblings(&mut self, group: &[usize], held: &[usize], perm: &[usize]) {
+        if perm.iter().enumerate().all(|(i, &j)| i == j) {
+            return;
+        }
+        let before: Vec<_> = group.iter().map(|&t| self.state.get(t)).collect();
+        for &t in group {
+            self.state.unassign(t);
+        }
+        for (i, &j) in perm.iter().enumerate() {
+            let by = match before[i] {
+                Some(made) if i == j => made.by,
+                _ => PairedBy::UncrossSiblings,
+            };
+            self.state.assign(group[i], held[j], by, false);
         }
     }
 

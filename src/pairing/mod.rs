@@ -26,6 +26,7 @@ mod identities;
 mod kept_control_flow;
 mod left_open;
 mod module_computation;
+mod nearest_producers;
 pub mod ops;
 mod parent_calls;
 mod passes;
@@ -38,6 +39,7 @@ mod scopes;
 mod shared_instances;
 mod split_outputs;
 mod state;
+mod taken_part;
 mod uncalled_levels;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};

@@ -2008,3 +2008,109 @@ fn an_op_output_onnx_holds_only_rearranged_is_covered_not_compared() {
     let (faulted, tl, _, or) = lstm_output_rearranged(1.05);
     assert_eq!(pair_of(&faulted, tl).map(|made| made.onnx), Some(or));
 }
+
+/// Each level of a pooled pyramid (level 1 pooled from level 0, level 2 from level 1) is
+/// sampled by one `grid_sample`, and the saved ONNX graph runs the samples in the reverse
+/// order. The order pairs the level-0 sample with the GridSample of level 2, which is still
+/// computed from level 0 (through the pooling), so ancestry alone keeps it; its nearest
+/// paired producer is level 2, not level 0, and the pair moves to the GridSample that reads
+/// level 0 directly.
+#[test]
+fn samples_of_a_pyramid_run_in_reverse_pair_with_the_level_they_read() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let levels = [
+        [1.0, 1.0, 2.0, 2.0],
+        [0.5, 0.5, 1.0, 1.0],
+        [0.2, 0.2, 0.4, 0.4],
+    ];
+    let samples = [
+        [5.0, 6.0, 7.0, 8.0],
+        [1.0, 0.0, 1.0, 0.0],
+        [0.1, 0.3, 0.1, 0.3],
+    ];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tl0 = t.op("aten::_convolution", "conv", &[ti], &levels[0]);
+    let tl1 = t.op("aten::avg_pool2d", "", &[tl0], &levels[1]);
+    let tl2 = t.op("aten::avg_pool2d", "", &[tl1], &levels[2]);
+    let ts: Vec<usize> = [tl0, tl1, tl2]
+        .iter()
+        .zip(&samples)
+        .map(|(&l, s)| t.op("aten::grid_sampler", "", &[l, ti], s))
+        .collect();
+    let tsum = t.op("aten::add", "", &[ts[0], ts[1]], &[6.0, 6.0, 8.0, 8.0]);
+    let tsum2 = t.op("aten::add", "", &[tsum, ts[2]], &[6.1, 6.3, 8.1, 8.3]);
+    t.output(0, tsum2);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ol0 = o.op("Conv", "conv", &[oi], &levels[0]);
+    let ol1 = o.op("AveragePool", "", &[ol0], &levels[1]);
+    let ol2 = o.op("AveragePool", "", &[ol1], &levels[2]);
+    let os2 = o.op("GridSample", "", &[ol2, oi], &samples[2]);
+    let os1 = o.op("GridSample", "", &[ol1, oi], &samples[1]);
+    let os0 = o.op("GridSample", "", &[ol0, oi], &samples[0]);
+    let osum = o.op("Add", "", &[os0, os1], &[6.0, 6.0, 8.0, 8.0]);
+    let osum2 = o.op("Add", "", &[osum, os2], &[6.1, 6.3, 8.1, 8.3]);
+    o.output(0, osum2);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (tv, ov) in [(ts[0], os0), (ts[1], os1), (ts[2], os2), (tsum, osum)] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+        assert!(made.follows_dataflow, "value {tv}");
+    }
+}
+
+/// `boxes[:, 2] - boxes[:, 0]` and `boxes[:, 3] - boxes[:, 1]`, which ONNX Runtime's saved
+/// graph runs height first, on boxes that already differ by 10% (a top-k tie upstream chose
+/// other boxes): the order crosses the selects, and no assignment matches their values
+/// closely. The column each one takes of its own side's boxes tells them apart, and the
+/// subtractions then follow the dataflow.
+#[test]
+fn crossed_selects_of_one_input_pair_by_the_column_they_take() {
+    let boxes = [1.0, 2.0, 5.0, 7.0, 2.0, 3.0, 8.0, 6.0, 0.0, 1.0, 4.0, 9.0];
+    let onnx_boxes: Vec<f32> = boxes.iter().map(|v| v * 1.1).collect();
+    let column = |b: &[f32], c: usize| (0..3).map(|r| b[r * 4 + c]).collect::<Vec<f32>>();
+    let diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<f32>>();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &boxes);
+    let tb = t.op("aten::mul", "", &[ti], &boxes);
+    let tcol: Vec<Vec<f32>> = (0..4).map(|c| column(&boxes, c)).collect();
+    let ts2 = t.op("aten::select", "", &[tb], &tcol[2]);
+    let ts0 = t.op("aten::select", "", &[tb], &tcol[0]);
+    let tw = t.op("aten::sub", "", &[ts2, ts0], &diff(&tcol[2], &tcol[0]));
+    let ts3 = t.op("aten::select", "", &[tb], &tcol[3]);
+    let ts1 = t.op("aten::select", "", &[tb], &tcol[1]);
+    let th = t.op("aten::sub", "", &[ts3, ts1], &diff(&tcol[3], &tcol[1]));
+    let tcat: Vec<f32> = [diff(&tcol[2], &tcol[0]), diff(&tcol[3], &tcol[1])].concat();
+    let tc = t.op("aten::cat", "", &[tw, th], &tcat);
+    t.output(0, tc);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &boxes);
+    let ob = o.op("Mul", "", &[oi], &onnx_boxes);
+    let ocol: Vec<Vec<f32>> = (0..4).map(|c| column(&onnx_boxes, c)).collect();
+    let og1 = o.op("Gather", "", &[ob], &ocol[1]);
+    let og3 = o.op("Gather", "", &[ob], &ocol[3]);
+    let oh = o.op("Sub", "", &[og3, og1], &diff(&ocol[3], &ocol[1]));
+    let og0 = o.op("Gather", "", &[ob], &ocol[0]);
+    let og2 = o.op("Gather", "", &[ob], &ocol[2]);
+    let ow = o.op("Sub", "", &[og2, og0], &diff(&ocol[2], &ocol[0]));
+    let ocat: Vec<f32> = [diff(&ocol[2], &ocol[0]), diff(&ocol[3], &ocol[1])].concat();
+    let oc = o.op("Concat", "", &[ow, oh], &ocat);
+    o.output(0, oc);
+    let (mut tcap, mut ocap) = (t.build(), o.build());
+    reshape(&mut tcap, tb, &[3, 4]);
+    reshape(&mut ocap, ob, &[3, 4]);
+    let p = pair(&tcap, &ocap).unwrap();
+    for (tv, ov) in [
+        (ts2, og2),
+        (ts0, og0),
+        (ts3, og3),
+        (ts1, og1),
+        (tw, ow),
+        (th, oh),
+    ] {
+        let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
+        assert_eq!(made.onnx, ov, "value {tv}");
+        assert!(made.follows_dataflow, "value {tv}");
+    }
+}
