@@ -10,6 +10,7 @@
 
 mod agreeing_twins;
 mod align;
+mod attention_scale;
 mod common_root;
 mod constant_calls;
 mod crossed_chains;
@@ -30,6 +31,7 @@ pub mod ops;
 mod parent_calls;
 mod passes;
 mod rearranged;
+mod relaid_computation;
 mod relaid_layout;
 mod repeated_calls;
 mod scoped;
