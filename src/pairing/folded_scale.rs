@@ -73,6 +73,11 @@ fn factors(test: &HostTensor, reference: &HostTensor, axis: Option<usize>) -> Op
     (range > 0.0 && worst <= EXACT * range).then_some(k)
 }
 
+/// The one factor `k` with `test == k * reference` at every element, when there is one.
+pub(super) fn single_factor(test: &HostTensor, reference: &HostTensor) -> Option<f64> {
+    factors(test, reference, None).map(|k| k[0])
+}
+
 /// The axis of a value that the weights of all its readers index: the channels of a Conv's
 /// input, the last dim of a MatMul's or Gemm's, and of a Mul's (a 1-D constant broadcasts
 /// along the last dim).

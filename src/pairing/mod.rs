@@ -10,6 +10,7 @@
 
 mod agreeing_twins;
 mod align;
+mod attention_scale;
 mod common_root;
 mod constant_calls;
 mod crossed_chains;
@@ -31,6 +32,7 @@ pub mod ops;
 mod parent_calls;
 mod passes;
 mod rearranged;
+mod relaid_computation;
 mod relaid_layout;
 mod relaid_output;
 mod repeated_calls;

@@ -112,6 +112,11 @@ pub(super) const PASSES: &[Pass] = &[
         name: "agreeing_twins",
         run: |p| p.repair_by_agreement(),
     },
+    // An op ONNX computes in another layout (a Transpose moved past it): unpaired, covered.
+    Pass {
+        name: "relaid_computation",
+        run: |p| p.account_relaid_computations(),
+    },
     // A Conv/Gemm/MatMul that also applies the constant scale or shift after it (layer scale).
     Pass {
         name: "folded_affine",
@@ -121,6 +126,11 @@ pub(super) const PASSES: &[Pass] = &[
     Pass {
         name: "folded_scale",
         run: |p| p.unpair_folded_scale(),
+    },
+    // A query or key ONNX holds times the attention's scale (folded into its Linear): covered.
+    Pass {
+        name: "attention_scale",
+        run: |p| p.unpair_folded_attention_scale(),
     },
     // The other values of a compared module call are internal to it: covered.
     Pass {

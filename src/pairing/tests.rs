@@ -2114,3 +2114,129 @@ fn crossed_selects_of_one_input_pair_by_the_column_they_take() {
         assert!(made.follows_dataflow, "value {tv}");
     }
 }
+
+/// ONNX Runtime's transpose optimiser moved a key's Transpose below its rotary `mul`: ONNX
+/// computes the mul on the untransposed key ([2, 3]) and transposes after it, so no ONNX value
+/// holds the mul in TorchScript's layout ([3, 2]), and the order met the attention's scaled
+/// query (another Mul of that shape), which fails at every element. The mul is covered (its
+/// ONNX value holds its values with the dims exchanged), not a failing pair, and the
+/// transpose before it, met by shape with the moved Transpose, is settled as relaid.
+#[test]
+fn an_op_onnx_runs_in_another_layout_is_covered_not_paired_by_shape() {
+    let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let a_t = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
+    let twice = |v: &[f32]| v.iter().map(|x| 2.0 * x).collect::<Vec<f32>>();
+    let z = [0.5, -0.25, 0.125, 7.0, 3.0, 1.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &a);
+    let lin = t.op("aten::linear", "attn.k", &[ti], &a);
+    let tr = t.op("aten::transpose", "attn", &[lin], &a_t);
+    let mul = t.op("aten::mul", "attn", &[tr], &twice(&a_t));
+    let mm = t.op("aten::matmul", "attn", &[mul], &z);
+    t.output(0, mm);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &a);
+    let olin = o.op("MatMul", "attn.k", &[oi], &a);
+    let omul = o.op("Mul", "attn", &[olin], &twice(&a));
+    let otr = o.op("Transpose", "attn", &[omul], &twice(&a_t));
+    // The attention's scaled query and a second scaling: two Muls of the mul's shape, so the
+    // order's pair is one the values chose, not one structure placed.
+    let olure = o.op("Mul", "attn", &[otr], &[9.0, -8.0, 7.5, -6.0, 5.5, -4.0]);
+    let olure2 = o.op(
+        "Mul",
+        "attn",
+        &[olure],
+        &[4.5, -4.0, 3.75, -3.0, 2.75, -2.0],
+    );
+    let omm = o.op("MatMul", "attn", &[olure2], &z);
+    o.output(0, omm);
+    let (mut tc, mut oc) = (t.build(), o.build());
+    for id in [lin] {
+        reshape(&mut tc, id, &[2, 3]);
+    }
+    for id in [tr, mul, mm] {
+        reshape(&mut tc, id, &[3, 2]);
+    }
+    for id in [olin, omul] {
+        reshape(&mut oc, id, &[2, 3]);
+    }
+    for id in [otr, olure, olure2, omm] {
+        reshape(&mut oc, id, &[3, 2]);
+    }
+    let p = pair(&tc, &oc).unwrap();
+    assert!(
+        pair_of(&p, mul).is_none(),
+        "the mul has no twin in its layout"
+    );
+    let u = p.unpaired.iter().find(|u| u.id == mul).unwrap();
+    assert!(
+        u.accounted && u.reason.contains("another layout"),
+        "{}",
+        u.reason
+    );
+    assert!(pair_of(&p, tr).is_none(), "the moved transpose is relaid");
+    assert_eq!(pair_of(&p, mm).unwrap().onnx, omm);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// A query projection whose ONNX Linear also applies `sqrt(1/sqrt(d))` of the attention it
+/// feeds (onnxslim folds the query's half of the attention's scale into its weights), or a
+/// fault that scales it by `factor`: the pairing, and the query and attention values.
+fn attention_scale_folded(factor: f32) -> (Pairing, usize, usize, usize) {
+    let (q, k, v) = (
+        [1.0, -2.0, 3.0, 0.5],
+        [0.25, 1.5, -1.0, 2.0],
+        [3.0, 1.0, -2.0, 4.0],
+    );
+    let z = [0.75, -0.5, 2.5, 1.25];
+    let scaled = |x: &[f32], f: f32| x.iter().map(|a| a * f).collect::<Vec<f32>>();
+    let half = 0.5f32.sqrt(); // head size 4: s = 1/2, sqrt(s) on each side
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &q);
+    let tq = t.op("aten::linear", "attn.q", &[ti], &q);
+    let tk = t.op("aten::linear", "attn.k", &[ti], &k);
+    let tv = t.op("aten::linear", "attn.v", &[ti], &v);
+    let att = t.op(
+        "aten::scaled_dot_product_attention",
+        "attn",
+        &[tq, tk, tv],
+        &z,
+    );
+    t.output(0, att);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &q);
+    let oq = o.op("MatMul", "attn.q", &[oi], &scaled(&q, factor));
+    let ok = o.op("MatMul", "attn.k", &[oi], &k);
+    let ov = o.op("MatMul", "attn.v", &[oi], &v);
+    let okm = o.op("Mul", "attn", &[ok], &scaled(&k, half));
+    let oatt = o.op("MatMul", "attn", &[oq, okm, ov], &z);
+    o.output(0, oatt);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    (p, tq, att, oatt)
+}
+
+#[test]
+fn a_query_holding_the_attention_scale_is_covered_not_failed() {
+    let (p, tq, att, oatt) = attention_scale_folded(0.5f32.sqrt());
+    assert!(
+        pair_of(&p, tq).is_none(),
+        "the scaled query is not compared"
+    );
+    let u = p.unpaired.iter().find(|u| u.id == tq).unwrap();
+    assert!(
+        u.accounted && u.reason.contains("scale of the attention"),
+        "{}",
+        u.reason
+    );
+    assert_eq!(pair_of(&p, att).unwrap().onnx, oatt);
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+#[test]
+fn a_query_scaled_by_another_factor_keeps_its_pair() {
+    let (p, tq, _, _) = attention_scale_folded(1.0895);
+    assert!(
+        pair_of(&p, tq).is_some(),
+        "a planted scale is compared and fails"
+    );
+}

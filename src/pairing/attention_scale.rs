@@ -1,0 +1,86 @@
+//! A query or key that ONNX holds multiplied by the attention's own scale: a simplifier
+//! folded the scale into the projection before it.
+//!
+//! `scaled_dot_product_attention` computes `softmax(q k^T * s)` with `s = 1/sqrt(d)` (`d` the
+//! head size). The exporters decompose it as `(q * sqrt(s)) (k^T * sqrt(s))`, and a simplifier
+//! (onnxslim) folds the query's `Mul` into the weights and bias of the Linear that computes
+//! the query, so that Linear's ONNX value is `sqrt(s)` times PyTorch's at every element while
+//! both graphs compute the same attention. A pair whose ONNX value is exactly `sqrt(s)` or
+//! `s` times its TorchScript value, whose TorchScript value reaches an attention as its query
+//! or key through layout ops alone, and whose attention's pair agrees, is unpaired and counted
+//! as covered: its data is compared at the attention's output, where a wrong factor shows. A
+//! fault planted on the projection scales it by another factor (or not exactly), and the
+//! attention it feeds disagrees, so it keeps its pair and fails.
+
+use super::folded_scale::single_factor;
+use super::ops::{torch_families, vanishes_in_onnx};
+use super::{consumers_of, Pairer};
+
+/// The attention op whose scale a simplifier can fold into its query or key.
+const ATTENTION: &str = "aten::scaled_dot_product_attention";
+
+/// Below this relative distance the attention's pair agrees.
+const AGREES: f64 = 1e-2;
+
+/// How close a factor must be to the attention's scale (float32 rounding of the fold).
+const SAME_FACTOR: f64 = 1e-4;
+
+impl Pairer<'_> {
+    pub(super) fn unpair_folded_attention_scale(&mut self) {
+        let tv = &self.torch.values;
+        let consumers = consumers_of(tv);
+        let mut folded = Vec::new();
+        for t in self.state.paired() {
+            let Some(scale) = self.attention_scale_reached(t, &consumers) else {
+                continue;
+            };
+            let o = self.state.twin(t).expect("paired");
+            let (Ok(test), Ok(reference)) = (self.onnx.values[o].data(), tv[t].data()) else {
+                continue;
+            };
+            let Some(k) = single_factor(&test, &reference) else {
+                continue;
+            };
+            if [scale.sqrt(), scale]
+                .iter()
+                .any(|s| (k - s).abs() <= SAME_FACTOR * s)
+            {
+                folded.push((t, k));
+            }
+        }
+        for (t, k) in folded {
+            self.state.unassign(t);
+            let reason = format!(
+                "ONNX holds it times {k:.4}, the scale of the attention it feeds, folded into \
+                 its weights by a simplifier (its data is compared at the attention's output)"
+            );
+            self.state.reason.insert(t, (reason, true));
+        }
+    }
+
+    /// The default scale `1/sqrt(d)` of the attention that TorchScript value `t` reaches as
+    /// its query or key through layout ops alone, when that attention's pair agrees.
+    fn attention_scale_reached(&self, t: usize, consumers: &[Vec<usize>]) -> Option<f64> {
+        let tv = &self.torch.values;
+        let passes_on = |op: &str| torch_families(op) == ["layout"] || vanishes_in_onnx(op);
+        let mut v = t;
+        loop {
+            let [next] = consumers[v][..] else {
+                return None;
+            };
+            if tv[next].op == ATTENTION {
+                let position = tv[next].inputs.iter().position(|&u| u == v)?;
+                let agrees = self
+                    .state
+                    .twin(next)
+                    .is_some_and(|o| self.distance(next, o) < AGREES);
+                let d = *tv[v].shape.last()? as f64;
+                return (position < 2 && agrees && d > 0.0).then(|| 1.0 / d.sqrt());
+            }
+            if !passes_on(&tv[next].op) {
+                return None;
+            }
+            v = next;
+        }
+    }
+}

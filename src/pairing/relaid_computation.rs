@@ -1,0 +1,164 @@
+//! A computing op that ONNX runs in another layout is accounted, not compared: an optimiser
+//! moved a Transpose past it.
+//!
+//! ONNX Runtime's transpose optimiser pushes a Transpose below elementwise ops: a key's
+//! rotary arithmetic (`k * cos + rotate_half(k) * sin`), written after `transpose(1, 2)` in
+//! PyTorch, runs on the untransposed key in ONNX, and one Transpose after the chain restores
+//! the layout. Those ONNX values hold the TorchScript values' data with dims exchanged, so no
+//! ONNX value of the TorchScript layout exists to compare with, and the order meets another
+//! value of that shape instead (the attention's scaled query), which fails at every element.
+//! A functional op whose pair is not certain and does not agree, or that is still open, is
+//! left unpaired and counted as covered when exactly one free ONNX value of its call, of its
+//! kind, whose shape has its dims in some order, is computed from its producers' twins (or
+//! from the relaid values before it in the chain) and holds the same values in another
+//! arrangement (`rearranged`), within rounding of what its producers carry in. Its data is
+//! compared where the layout is restored (the attention the chain feeds). A fault in the
+//! relaid op changes its values, so the op is not accounted and the fault shows at the next
+//! compared layer.
+
+use super::dataflow::{computed_from_all, nearest_producer_twins};
+use super::ops::{compatible, torch_families};
+use super::rearranged::holds_same_values;
+use super::{is_layer_candidate, Pairer};
+use std::collections::{HashMap, HashSet};
+
+/// Below this relative distance a pair agrees: it is not a wrong layout, leave it.
+const AGREES: f64 = 1e-2;
+
+/// The relative distance float32 rounding alone stays under.
+const ROUNDING: f64 = 1e-5;
+
+/// Whether shape `b` is shape `a` with its dims in some order.
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
+impl Pairer<'_> {
+    pub(super) fn account_relaid_computations(&mut self) {
+        if !self.onnx_has_scopes {
+            return;
+        }
+        // Relaid values stand for their twins in the chain after them: the next link is
+        // computed from the relaid ONNX value, not from the last compared one.
+        let mut relaid: HashMap<usize, usize> = HashMap::new();
+        for (key, ids) in self.op_groups() {
+            let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
+                continue;
+            };
+            for t in self.representatives(&key, &ids) {
+                if let Some(c) = self.relaid_twin(t, &o_ids, &relaid) {
+                    self.state.unassign(t);
+                    self.state.off_dataflow.remove(&t);
+                    let reason = format!(
+                        "ONNX computes it in another layout ({} holds its values with the dims \
+                         in another order, an optimiser moved a Transpose past it); its data is \
+                         compared where the layout is restored",
+                        self.onnx.values[c].node
+                    );
+                    self.state.reason.insert(t, (reason, true));
+                    relaid.insert(t, c);
+                }
+            }
+        }
+        // With the chain accounted, a layout op before it that met a wrong value by shape
+        // (the key's transpose) has agreeing values on both sides now: settle it again.
+        if !relaid.is_empty() {
+            self.unpair_relaid_layout();
+        }
+    }
+
+    /// The one ONNX value of `o_ids` that holds TorchScript value `t`'s data in another
+    /// layout, when `t` has no agreeing or certain pair.
+    fn relaid_twin(
+        &self,
+        t: usize,
+        o_ids: &[usize],
+        relaid: &HashMap<usize, usize>,
+    ) -> Option<usize> {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        if torch_families(&tv[t].op).contains(&"layout") || torch_families(&tv[t].op).is_empty() {
+            return None;
+        }
+        match self.state.get(t) {
+            Some(made) if made.certain || self.distance(t, made.onnx) < AGREES => return None,
+            None if self.state.accounted(t) => return None,
+            _ => {}
+        }
+        let twin = |u: usize| self.trusted_twin(u, relaid);
+        let needed = nearest_producer_twins(tv, twin, t);
+        if needed.is_empty() {
+            return None;
+        }
+        let limit = (2.0 * self.carried_in(t, relaid)).clamp(ROUNDING, AGREES);
+        let candidates: Vec<usize> = o_ids
+            .iter()
+            .copied()
+            .filter(|&c| {
+                is_layer_candidate(&ov[c])
+                    && !self.state.is_taken(c)
+                    && !relaid.values().any(|&r| r == c)
+                    && tv[t].dtype == ov[c].dtype
+                    && tv[t].shape != ov[c].shape
+                    && same_dims(&tv[t].shape, &ov[c].shape)
+                    && compatible(&tv[t].op, &ov[c].op)
+                    && computed_from_all(ov, c, &needed)
+            })
+            .filter(|&c| match (tv[t].data(), ov[c].data()) {
+                (Ok(reference), Ok(test)) => holds_same_values(&reference, &test, limit),
+                _ => false,
+            })
+            .collect();
+        match candidates[..] {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
+}
+
+impl Pairer<'_> {
+    /// The ONNX value that stands for TorchScript value `u` in the wiring: its twin, or the
+    /// value a relaid op was found in. A layout op whose pair does not agree is looked
+    /// through: that is the pair the moved Transpose left wrong (the key's transpose met by
+    /// shape with another Reshape), not where the chain's data comes from.
+    fn trusted_twin(&self, u: usize, relaid: &HashMap<usize, usize>) -> Option<usize> {
+        if let Some(&c) = relaid.get(&u) {
+            return Some(c);
+        }
+        let made = self.state.get(u);
+        let apart_layout = made.is_some_and(|m| {
+            !m.certain
+                && torch_families(&self.torch.values[u].op) == ["layout"]
+                && self.distance(u, m.onnx) >= AGREES
+        });
+        if apart_layout {
+            return None;
+        }
+        self.twin(u)
+    }
+
+    /// The worst distance the nearest compared producers of `t` carry in (relaid values are
+    /// compared with nothing, so the walk looks through them to the values the chain starts
+    /// from).
+    fn carried_in(&self, t: usize, relaid: &HashMap<usize, usize>) -> f64 {
+        let tv = &self.torch.values;
+        let mut worst = 0.0f64;
+        let mut seen = HashSet::new();
+        let mut stack = tv[t].inputs.clone();
+        while let Some(u) = stack.pop() {
+            if u >= tv.len() || u == t || !seen.insert(u) {
+                continue;
+            }
+            match self
+                .trusted_twin(u, relaid)
+                .filter(|_| !relaid.contains_key(&u))
+            {
+                Some(o) => worst = worst.max(self.distance(u, o)),
+                None => stack.extend(&tv[u].inputs),
+            }
+        }
+        worst
+    }
+}
