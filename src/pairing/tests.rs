@@ -2115,30 +2115,34 @@ fn crossed_selects_of_one_input_pair_by_the_column_they_take() {
     }
 }
 
-/// ONNX Runtime's transpose optimiser moved a key's Transpose below its rotary `mul`: ONNX
-/// computes the mul on the untransposed key ([2, 3]) and transposes after it, so no ONNX value
-/// holds the mul in TorchScript's layout ([3, 2]), and the order met the attention's scaled
-/// query (another Mul of that shape), which fails at every element. The mul is covered (its
-/// ONNX value holds its values with the dims exchanged), not a failing pair, and the
-/// transpose before it, met by shape with the moved Transpose, is settled as relaid.
+/// ONNX Runtime's transpose optimiser moved a key's Transpose below its rotary arithmetic
+/// (`mul`, then `add`): ONNX computes both on the untransposed key ([2, 3]) and transposes
+/// after the add, so no ONNX value holds the mul in TorchScript's layout ([3, 2]), and the
+/// order met the attention's scaled query (another Mul of that shape), which fails at every
+/// element. The mul is covered (its ONNX value holds its values with the dims exchanged), not
+/// a failing pair; the add is compared where the layout is restored; and the transpose before
+/// the chain, met by shape with the moved Transpose, is settled as relaid.
 #[test]
 fn an_op_onnx_runs_in_another_layout_is_covered_not_paired_by_shape() {
     let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
     let a_t = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
     let twice = |v: &[f32]| v.iter().map(|x| 2.0 * x).collect::<Vec<f32>>();
+    let plus_one = |v: &[f32]| v.iter().map(|x| 2.0 * x + 1.0).collect::<Vec<f32>>();
     let z = [0.5, -0.25, 0.125, 7.0, 3.0, 1.5];
     let mut t = Builder::new(Side::Torch);
     let ti = t.input(0, &a);
     let lin = t.op("aten::linear", "attn.k", &[ti], &a);
     let tr = t.op("aten::transpose", "attn", &[lin], &a_t);
     let mul = t.op("aten::mul", "attn", &[tr], &twice(&a_t));
-    let mm = t.op("aten::matmul", "attn", &[mul], &z);
+    let add = t.op("aten::add", "attn", &[mul], &plus_one(&a_t));
+    let mm = t.op("aten::matmul", "attn", &[add], &z);
     t.output(0, mm);
     let mut o = Builder::new(Side::Onnx);
     let oi = o.input(0, &a);
     let olin = o.op("MatMul", "attn.k", &[oi], &a);
     let omul = o.op("Mul", "attn", &[olin], &twice(&a));
-    let otr = o.op("Transpose", "attn", &[omul], &twice(&a_t));
+    let oadd = o.op("Add", "attn", &[omul], &plus_one(&a));
+    let otr = o.op("Transpose", "attn", &[oadd], &plus_one(&a_t));
     // The attention's scaled query and a second scaling: two Muls of the mul's shape, so the
     // order's pair is one the values chose, not one structure placed.
     let olure = o.op("Mul", "attn", &[otr], &[9.0, -8.0, 7.5, -6.0, 5.5, -4.0]);
@@ -2151,13 +2155,11 @@ fn an_op_onnx_runs_in_another_layout_is_covered_not_paired_by_shape() {
     let omm = o.op("MatMul", "attn", &[olure2], &z);
     o.output(0, omm);
     let (mut tc, mut oc) = (t.build(), o.build());
-    for id in [lin] {
-        reshape(&mut tc, id, &[2, 3]);
-    }
-    for id in [tr, mul, mm] {
+    reshape(&mut tc, lin, &[2, 3]);
+    for id in [tr, mul, add, mm] {
         reshape(&mut tc, id, &[3, 2]);
     }
-    for id in [olin, omul] {
+    for id in [olin, omul, oadd] {
         reshape(&mut oc, id, &[2, 3]);
     }
     for id in [otr, olure, olure2, omm] {
