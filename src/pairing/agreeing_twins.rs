@@ -17,11 +17,9 @@
 
 use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::{compatible, onnx_families, torch_families};
+use super::AGREES;
 use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
 use crate::capture::CapturedValue;
-
-/// Below this relative distance two values are the same computation up to rounding.
-const AGREES: f64 = 1e-2;
 
 /// The data inputs of ONNX value `o` (not its shape or index operands).
 fn data_inputs(ov: &[CapturedValue], o: usize) -> Vec<usize> {

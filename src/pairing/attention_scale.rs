@@ -14,13 +14,11 @@
 
 use super::folded_scale::single_factor;
 use super::ops::{torch_families, vanishes_in_onnx};
+use super::AGREES;
 use super::{consumers_of, Pairer};
 
 /// The attention op whose scale a simplifier can fold into its query or key.
 const ATTENTION: &str = "aten::scaled_dot_product_attention";
-
-/// Below this relative distance the attention's pair agrees.
-const AGREES: f64 = 1e-2;
 
 /// How close a factor must be to the attention's scale (float32 rounding of the fold).
 const SAME_FACTOR: f64 = 1e-4;

@@ -53,6 +53,14 @@ use serde::Serialize;
 use state::PairState;
 use std::collections::{BTreeMap, HashSet};
 
+/// Below this relative distance two values agree: the same computation up to rounding (even
+/// float16's); above it they are different data. The passes that judge a pair by its values
+/// share it.
+const AGREES: f64 = 1e-2;
+
+/// The relative distance float32 rounding of one op stays under.
+const ROUNDING: f64 = 1e-5;
+
 /// The pass that made a pair, so a reader can trust or doubt it; `as_str` is the pass's
 /// name in `passes::PASSES` (`position` is the graph boundary, paired before the passes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

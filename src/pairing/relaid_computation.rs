@@ -20,13 +20,8 @@ use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::{compatible, torch_families};
 use super::rearranged::holds_same_values;
 use super::{is_layer_candidate, Pairer};
+use super::{AGREES, ROUNDING};
 use std::collections::{HashMap, HashSet};
-
-/// Below this relative distance a pair agrees: it is not a wrong layout, leave it.
-const AGREES: f64 = 1e-2;
-
-/// The relative distance float32 rounding alone stays under.
-const ROUNDING: f64 = 1e-5;
 
 /// Whether shape `b` is shape `a` with its dims in some order.
 fn same_dims(a: &[usize], b: &[usize]) -> bool {

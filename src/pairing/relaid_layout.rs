@@ -9,7 +9,7 @@
 //! agree and the values its consumers read agree, yet the pair itself does not, the data is
 //! right and only its arrangement has no ONNX twin. Such a value is left unpaired, counted
 //! as covered (its data is compared where it is used). Consumers that merely agree within
-//! `APART` prove little: a small fault in the twin's own op (an attention's projection)
+//! `AGREES` prove little: a small fault in the twin's own op (an attention's projection)
 //! reaches its consumers under that bound, and a fault after the layout op makes them
 //! disagree. So the pair is relaid when its twin holds the same values in another order
 //! (`rearranged`), or when its consumers agree `MARGIN` times better than it does. A wrong
@@ -19,15 +19,9 @@
 use super::ops::{is_bookkeeping, onnx_families, torch_families, vanishes_in_onnx};
 use super::rearranged::holds_same_values;
 use super::{consumers_of, Pairer};
+use super::{AGREES, ROUNDING};
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
-
-/// Above this relative distance two values are different data, not rounding (as in the
-/// dataflow check).
-const APART: f64 = 1e-2;
-
-/// The relative distance float32 rounding alone stays under.
-const ROUNDING: f64 = 1e-5;
 
 /// How much closer than a relaid pair its consumers must agree for their agreement to show
 /// the pair's difference is arrangement, not error (rounding is far below this; error
@@ -97,7 +91,7 @@ impl Pairer<'_> {
         // leaves several such pairs in a row, each seeming to confirm the next: look through
         // them to the values the chain starts from and feeds.
         let has_twin = |u: usize| self.twin(u).is_some() && !self.is_apart_layout(u);
-        let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < APART);
+        let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < AGREES);
         let (before, computed_between) = nearest_paired(
             &tv[t].inputs,
             |u| tv[u].inputs.clone(),
@@ -132,7 +126,7 @@ impl Pairer<'_> {
         let Some(o) = self.twin(t) else {
             return false;
         };
-        let limit = (2.0 * carried).clamp(ROUNDING, APART);
+        let limit = (2.0 * carried).clamp(ROUNDING, AGREES);
         match (self.torch.values[t].data(), self.onnx.values[o].data()) {
             (Ok(reference), Ok(test)) => holds_same_values(&reference, &test, limit),
             _ => false,
@@ -146,7 +140,7 @@ impl Pairer<'_> {
             return false;
         };
         let d = self.distance(v, ov);
-        d < APART && d * MARGIN <= self.distance(t, ot)
+        d < AGREES && d * MARGIN <= self.distance(t, ot)
     }
 
     /// Whether paired TorchScript value `t` is a layout op that no structure made certain
@@ -155,7 +149,7 @@ impl Pairer<'_> {
         self.state.get(t).is_some_and(|made| {
             !made.certain
                 && is_layout(&self.torch.values[t], &self.onnx.values[made.onnx])
-                && self.distance(t, made.onnx) >= APART
+                && self.distance(t, made.onnx) >= AGREES
         })
     }
 }

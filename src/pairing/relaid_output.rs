@@ -19,13 +19,8 @@ use super::ops::{compatible, onnx_families};
 use super::rearranged::holds_same_values;
 use super::relaid_layout::{computes_nothing, nearest_paired};
 use super::Pairer;
+use super::{AGREES, ROUNDING};
 use std::collections::HashSet;
-
-/// Above this relative distance two values are different data, not rounding.
-const APART: f64 = 1e-2;
-
-/// What float32 rounding of one op stays under, relative to the value's range.
-const ROUNDING: f64 = 1e-5;
 
 fn is_layout_node(op: &str) -> bool {
     onnx_families(op).contains(&"layout")
@@ -58,7 +53,7 @@ impl Pairer<'_> {
         if computes_nothing(&tv[t])
             || !is_layout_node(&self.onnx.values[o].op)
             || !self.rearranges_a_node_of_kind(o, &tv[t].op)
-            || self.distance(t, o) < APART
+            || self.distance(t, o) < AGREES
         {
             return false;
         }
@@ -72,11 +67,11 @@ impl Pairer<'_> {
             .iter()
             .filter_map(|&u| self.twin(u).map(|ou| self.distance(u, ou)))
             .collect();
-        if before.is_empty() || computed_between || distances.iter().any(|&d| d >= APART) {
+        if before.is_empty() || computed_between || distances.iter().any(|&d| d >= AGREES) {
             return false;
         }
         let carried = distances.iter().copied().fold(0.0, f64::max);
-        let limit = (2.0 * carried + ROUNDING).min(APART);
+        let limit = (2.0 * carried + ROUNDING).min(AGREES);
         match (tv[t].data(), self.onnx.values[o].data()) {
             (Ok(reference), Ok(test)) => holds_same_values(&reference, &test, limit),
             _ => false,
