@@ -34,7 +34,6 @@ mod passes;
 mod rearranged;
 mod relaid_computation;
 mod relaid_layout;
-mod relaid_output;
 mod repeated_calls;
 mod scoped;
 mod scopes;
