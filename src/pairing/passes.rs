@@ -87,10 +87,15 @@ pub(super) const PASSES: &[Pass] = &[
         name: "partial_linear",
         run: |p| p.split_partial_linear(),
     },
-    // A layout op whose arrangement ONNX merged into another: unpaired, covered.
+    // A layout op whose arrangement ONNX merged into another: unpaired, covered. An op whose
+    // output ONNX holds only rearranged goes first: the layout ops after it are judged by
+    // the producers they then look through to.
     Pass {
         name: "relaid_layout",
-        run: |p| p.unpair_relaid_layout(),
+        run: |p| {
+            p.unpair_relaid_outputs();
+            p.unpair_relaid_layout()
+        },
     },
     // Values left open meet scope-less fused nodes (SkipLayerNormalization) by dataflow.
     Pass {
