@@ -121,6 +121,11 @@ impl Pairer<'_> {
                 .closest_onnx(t, &candidates)
                 .filter(|&(_, d)| d < self.distance(t, o));
             match closer {
+                // Its consumer's agreeing twin: that node computes both (a folded BatchNorm).
+                Some((c, _)) if self.consumer_holding(t, c).is_some() => {
+                    let holder = self.consumer_holding(t, c).expect("checked");
+                    self.fuse_into_holder(t, holder);
+                }
                 Some((c, _)) => match self.state.holder(c) {
                     Some(other) => self.state.swap(t, other, PairedBy::Dataflow),
                     None => self.state.rebind(t, c, PairedBy::Dataflow, false),

@@ -21,6 +21,7 @@ mod duplicates;
 mod finish;
 mod folded_affine;
 mod folded_scale;
+mod fused_into_holder;
 mod fused_nodes;
 mod fusion;
 mod identities;

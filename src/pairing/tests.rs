@@ -361,6 +361,64 @@ fn onnx_without_scopes_pairs_by_global_order() {
     assert_eq!(pair_of(&p, r).unwrap().onnx, or);
 }
 
+/// A residual block with a downsample, BatchNorms folded into the Convs by a simplifier and
+/// no scopes (r(2+1)d's blocks under onnxslim): ONNX sorts the downsample's Conv before the
+/// main branch's Relu, and the global order gives the main branch's second conv that Conv.
+/// The dataflow check must not move the conv onto the folded node its BatchNorm holds and
+/// agrees with (which crossed every pair after it): the conv is fused into that node.
+#[test]
+fn a_conv_off_the_dataflow_is_fused_into_the_node_its_agreeing_batchnorm_holds() {
+    let x = [1.0, -2.0, 3.0, 0.5];
+    let (a, ab, ar) = (
+        [2.0, -4.0, 6.0, 1.0],
+        [0.5, -1.5, 2.5, 0.2],
+        [0.5, 0.0, 2.5, 0.2],
+    );
+    let (c, cb, cr) = ([3.0, 1.0, -2.0], [1.2, 0.1, -0.9], [1.2, 0.1, 0.0]);
+    let (d, db) = ([-1.0, 4.0, 2.0], [-0.3, 1.7, 0.8]);
+    let add: Vec<f32> = cr.iter().zip(&db).map(|(p, q)| p + q).collect();
+    let out: Vec<f32> = add.iter().map(|v| v.max(0.0)).collect();
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let ta = t.op("aten::_convolution", "b.conv1", &[ti], &a);
+    let tab = t.op("aten::batch_norm", "b.bn1", &[ta], &ab);
+    let tar = t.op("aten::relu_", "b.relu1", &[tab], &ar);
+    let tc = t.op("aten::_convolution", "b.conv2", &[tar], &c);
+    let tcb = t.op("aten::batch_norm", "b.bn2", &[tc], &cb);
+    let tcr = t.op("aten::relu_", "b.relu2", &[tcb], &cr);
+    let td = t.op("aten::_convolution", "b.down.0", &[ti], &d);
+    let tdb = t.op("aten::batch_norm", "b.down.1", &[td], &db);
+    let tadd = t.op("aten::add_", "b", &[tcr, tdb], &add);
+    let tout = t.op("aten::relu_", "b.relu3", &[tadd], &out);
+    t.output(0, tout);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oa = o.op("Conv", "", &[oi], &ab);
+    let od = o.op("Conv", "", &[oi], &db);
+    let or = o.op("Relu", "", &[oa], &ar);
+    let oc = o.op("Conv", "", &[or], &cb);
+    let ocr = o.op("Relu", "", &[oc], &cr);
+    let oadd = o.op("Add", "", &[ocr, od], &add);
+    let oout = o.op("Relu", "", &[oadd], &out);
+    o.output(0, oout);
+    // What a simplifier leaves: no node records a scope.
+    for v in &mut o.values {
+        v.scope_recorded = false;
+    }
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tcb).map(|l| l.onnx), Some(oc));
+    assert_eq!(pair_of(&p, tdb).map(|l| l.onnx), Some(od));
+    assert_eq!(pair_of(&p, tar).map(|l| l.onnx), Some(or));
+    assert!(pair_of(&p, tc).is_none());
+    let fused = p
+        .unpaired
+        .iter()
+        .find(|u| u.id == tc)
+        .expect("conv unpaired");
+    assert!(fused.accounted, "{}", fused.reason);
+    let _ = (tab, tcr, tadd);
+}
+
 #[test]
 fn scopeless_linear_pairs_with_its_add_not_with_gelu_partial_product() {
     // The dynamo fallback's false alarm: linear -> gelu with no scopes. ONNX holds
