@@ -13,7 +13,6 @@
 use super::ops::{aten_name, compatible, folds_into_conv, torch_families};
 use super::scopes::key_path;
 use super::{relative_distance, same_shape, PairedBy, Pairer};
-use std::collections::HashMap;
 
 /// The most modules one ONNX node is taken to compute after the one it is named for
 /// (Conv, BatchNorm, activation, and one more for a bias or clip).
@@ -67,61 +66,94 @@ impl Pairer<'_> {
     /// one branch's Conv and its bn the next branch's (SK or Inception blocks run parallel
     /// convs of one shape).
     pub(super) fn fuse_consumers_into_node(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let outputs = self.module_outputs();
-        let path_of: HashMap<usize, String> = outputs.iter().cloned().collect();
         for &(u, _) in &outputs {
-            let Some(o) = self.state.twin(u) else {
-                continue;
-            };
-            let mut chain = vec![u];
-            while chain.len() <= MAX_FUSED_CHAIN {
-                let last = *chain.last().expect("non-empty");
-                let next = outputs.iter().map(|&(v, _)| v).find(|&v| {
-                    v > last
-                        && tv[v].inputs.contains(&last)
-                        && self.open_or_doubtful(v)
-                        && same_shape(&tv[v], &ov[o])
-                });
-                match next {
-                    Some(v) => chain.push(v),
-                    None => break,
-                }
-            }
-            if chain.len() == 1 {
-                continue;
-            }
-            // Spilled data is read back for the values involved, then dropped.
-            let Ok(x) = ov[o].data() else { continue };
-            let distances: Vec<f64> = chain
-                .iter()
-                .map(|&t| {
-                    tv[t]
-                        .data()
-                        .map_or(f64::INFINITY, |d| relative_distance(&x, &d))
-                })
-                .collect();
-            let best = (0..chain.len())
-                .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
-                .expect("non-empty");
-            if best == 0 || !distances[best].is_finite() {
-                continue;
-            }
-            let v = chain[best];
-            let certain = best == chain.len() - 1
-                && self.state.get(u).is_some_and(|m| m.certain)
-                && chain[1..].iter().all(|&w| self.folded_without_a_trace(w));
-            // A doubtful pair the order gave the fused value (a `tanh` fused into a FusedConv
-            // met a Mul of its shape) is left for the passes after to place again.
-            for &w in &chain[1..=best] {
-                self.state.unassign(w);
-            }
-            let reason = format!(
-                "fused into ONNX node {} (compared after {})",
-                ov[o].node, path_of[&v]
-            );
-            self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason, certain);
+            self.fuse_chain_after(u, &outputs);
         }
+    }
+
+    /// The same rule for the pairs `pair_scopeless` made: ONNX Runtime's `FusedGemm` and
+    /// `FusedConv` (a Gemm or Conv with its activation, under a node name that records no
+    /// scope) meet the Linear or Conv only there, after `fuse_consumers_into_node` has run,
+    /// and they compute the activation after it (torchvision's `F.relu(self.fc6(x))`), not
+    /// the module's own output.
+    pub(super) fn fuse_consumers_into_scopeless(&mut self) {
+        let outputs = self.module_outputs();
+        // `scopeless` runs once, right before: its pairs are the ones stamped with its name.
+        let made: Vec<usize> = self
+            .state
+            .paired()
+            .into_iter()
+            .filter(|&t| {
+                self.state
+                    .get(t)
+                    .is_some_and(|m| m.by == PairedBy::Scopeless)
+            })
+            .collect();
+        for u in made {
+            self.fuse_chain_after(u, &outputs);
+        }
+    }
+
+    /// Weighs the chain of open (or doubtful) module outputs after paired value `u`, all
+    /// read from the one before and of its twin's shape, and moves `u`'s pair to the one
+    /// the twin's value computes.
+    fn fuse_chain_after(&mut self, u: usize, outputs: &[(usize, String)]) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let Some(o) = self.state.twin(u) else {
+            return;
+        };
+        let mut chain = vec![u];
+        while chain.len() <= MAX_FUSED_CHAIN {
+            let last = *chain.last().expect("non-empty");
+            let next = outputs.iter().map(|&(v, _)| v).find(|&v| {
+                v > last
+                    && tv[v].inputs.contains(&last)
+                    && self.open_or_doubtful(v)
+                    && same_shape(&tv[v], &ov[o])
+            });
+            match next {
+                Some(v) => chain.push(v),
+                None => break,
+            }
+        }
+        if chain.len() == 1 {
+            return;
+        }
+        // Spilled data is read back for the values involved, then dropped.
+        let Ok(x) = ov[o].data() else { return };
+        let distances: Vec<f64> = chain
+            .iter()
+            .map(|&t| {
+                tv[t]
+                    .data()
+                    .map_or(f64::INFINITY, |d| relative_distance(&x, &d))
+            })
+            .collect();
+        let best = (0..chain.len())
+            .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
+            .expect("non-empty");
+        if best == 0 || !distances[best].is_finite() {
+            return;
+        }
+        let v = chain[best];
+        let certain = best == chain.len() - 1
+            && self.state.get(u).is_some_and(|m| m.certain)
+            && chain[1..].iter().all(|&w| self.folded_without_a_trace(w));
+        // A doubtful pair the order gave the fused value (a `tanh` fused into a FusedConv
+        // met a Mul of its shape) is left for the passes after to place again.
+        for &w in &chain[1..=best] {
+            self.state.unassign(w);
+        }
+        let path = outputs
+            .iter()
+            .find(|(id, _)| *id == v)
+            .map_or("", |(_, p)| p.as_str());
+        let reason = format!(
+            "fused into ONNX node {} (compared after {path})",
+            ov[o].node
+        );
+        self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason, certain);
     }
 
     /// Whether TorchScript value `t`'s module left no ONNX value in its scope: the exporter

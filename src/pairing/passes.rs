@@ -97,10 +97,14 @@ pub(super) const PASSES: &[Pass] = &[
             p.unpair_relaid_layout()
         },
     },
-    // Values left open meet scope-less fused nodes (SkipLayerNormalization) by dataflow.
+    // Values left open meet scope-less fused nodes (SkipLayerNormalization) by dataflow;
+    // a fused node that also applies the activation after its module (FusedGemm) holds it.
     Pass {
         name: "scopeless",
-        run: |p| p.pair_scopeless(),
+        run: |p| {
+            p.pair_scopeless();
+            p.fuse_consumers_into_scopeless();
+        },
     },
     // Values still open (an unlisted op, a chain out of order) pair by dataflow, shape, place.
     Pass {

@@ -651,6 +651,46 @@ fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual(
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
+/// ONNX Runtime's extended level fuses a Linear and the ReLU its parent applies to it
+/// (`F.relu(self.fc6(x))`) into one `FusedGemm` whose node name records no scope: the node
+/// meets the Linear only in `pair_scopeless`, and it holds the ReLU's output.
+#[test]
+fn a_scopeless_fused_gemm_pairs_with_the_activation_after_its_linear() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let linear = [1.0, -2.0, 3.0, -4.0];
+    let relu = [1.0, 0.0, 3.0, 0.0];
+    let next = [0.5, 0.25, 1.5, 0.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let fc6 = t.op("aten::linear", "head.fc6", &[ti], &linear);
+    let act = t.op("aten::relu", "head", &[fc6], &relu);
+    let fc7 = t.op("aten::linear", "head.fc7", &[act], &next);
+    t.output(0, fc7);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let fused = o.op("com.microsoft::FusedGemm", "", &[oi], &relu);
+    o.values[fused].scope_recorded = false;
+    o.values[fused].node = "fused /head/fc6/Gemm".into();
+    let ofc7 = o.op("Gemm", "head.fc7", &[fused], &next);
+    o.output(0, ofc7);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    let relu_pair = pair_of(&p, act).expect("the ReLU is paired");
+    assert_eq!(relu_pair.onnx, fused);
+    assert_eq!(relu_pair.paired_by, PairedBy::Fusion);
+    assert_eq!(relu_pair.fused, vec![fc6]);
+    assert!(
+        pair_of(&p, fc6).is_none(),
+        "the Linear is fused, not compared"
+    );
+    let u = p.unpaired.iter().find(|u| u.id == fc6).unwrap();
+    assert!(
+        u.accounted && u.reason.contains("fused into"),
+        "{}",
+        u.reason
+    );
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
 /// Query and key projections of one input, subtracted; on the ONNX side (no scopes) the
 /// two Gemms come in the order given, with the values given. Returns the pairing and the
 /// ids (torch q, torch k, onnx q, onnx k).
