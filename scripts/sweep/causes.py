@@ -140,10 +140,15 @@ def fault_outcome(result, recipe):
     # A culprit the graph knows only up to an enclosing module (faults.py, `enclosing_scope`)
     # is found by any module inside it.
     enclosing = recipe.get("expected_module_from") == "enclosing_scope"
+    # A culprit the graph names no module for (a renamed node in a graph without scopes) is
+    # known only as the nodes that hold its output (faults.py, `accepted_nodes`).
+    accepted = recipe.get("accepted_nodes", [recipe["node"]])
+    unknown = recipe.get("expected_module") is None
     out["module_right"] = (relation == "same" or node == recipe["node"]
-                           or (enclosing and relation == "inside the expected module"))
+                           or (enclosing and relation == "inside the expected module")
+                           or (unknown and node in accepted))
     out["module_exact"] = relation == "same"
-    out["op_right"] = node in recipe.get("accepted_nodes", [recipe["node"]])
+    out["op_right"] = node in accepted
     if not out["module_right"]:
         out.update(category="wrong culprit module",
                    cause=f"{recipe['kind']} on {recipe['op_type']}: reported {relation} "

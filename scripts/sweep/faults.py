@@ -22,7 +22,10 @@ legacy value names an optimiser left on a node it renamed (`_module_from_value_n
 sole reader's scope (`_module_from_readers`: a bias Add, or a Split of merged projections). The
 expected ONNX node is the mutated node; `accepted_nodes` adds the nodes that complete its
 module's output (downstream of it in the same module scope; in a graph without scopes, the
-chain of sole consumers up to two hops: a MatMul's bias Add) and the re-shapes that hold them.
+chain of sole consumers up to two hops: a MatMul's bias Add, then any further sole consumers
+that only re-shape it or scale/shift it by a constant: a decomposed group norm's affine Mul and
+Add) and the re-shapes that hold them. Where the graph names no module for the mutated node,
+the judge (causes.py) takes an accepted node as the right module too.
 
 Isolated size: the clean model runs in ONNX Runtime with the mutated node's inputs and output
 exposed; the mutated node alone, fed those values, is compared with the clean output. Within
@@ -235,7 +238,33 @@ def accepted_nodes(graph, index):
                 break
             i = users[0]
             accepted.append(i)
+        accepted += _constant_affine_chain(nodes, consumers, accepted[-1], _initializers(graph))
     return [nodes[i].name for i in _with_reshapes(nodes, consumers, accepted)]
+
+
+# Elementwise ops that, with a constant operand, scale or shift a value: a normalisation's
+# affine step.
+AFFINE_OPS = {"Add", "Sub", "Mul", "Div"}
+
+
+def _constant_affine_chain(nodes, consumers, i, inits):
+    """The chain of sole readers after node `i` that only re-shape it or scale/shift it by a
+    constant (an initializer operand): they complete the same layer's output. A decomposed
+    group norm is InstanceNormalization, Reshape, then the affine Mul and Add; a graph without
+    scopes names none of them, and the Add is the only node holding the module's output."""
+    chain = []
+    while nodes[i].output:
+        users = consumers.get(nodes[i].output[0], [])
+        if len(users) != 1 or users[0] in chain:
+            break
+        user = nodes[users[0]]
+        others = [x for x in user.input if x != nodes[i].output[0]]
+        affine = user.op_type in AFFINE_OPS and len(others) == 1 and others[0] in inits
+        if user.op_type not in RESHAPES and not affine:
+            break
+        i = users[0]
+        chain.append(i)
+    return chain
 
 
 # Ops that change only a tensor's shape: their output is their input's elements in the same
@@ -411,7 +440,7 @@ def attribute_changes(model, rng):
 # Bumped when the expected-culprit derivation (module or accepted nodes) changes: cached recipes
 # are then re-derived from their clean graph (refresh_expected), so the cache never mixes two
 # derivations.
-DERIVATION = 3
+DERIVATION = 4
 
 
 def refresh_expected(doc, model_path):

@@ -89,5 +89,39 @@ class MergedProjections(unittest.TestCase):
         self.assertEqual(faults.expected_module(g.node[0], g), ("l1.attn.q_proj", "bias_add"))
 
 
+class DecomposedNorms(unittest.TestCase):
+    def _group_norm(self):
+        # The dynamo exporter's group_norm after onnxslim: InstanceNormalization, Reshape, the
+        # affine Mul and Add, no scopes left; the Add is the module's output.
+        return _graph([
+            helper.make_node("Reshape", ["x", "s"], ["r"], name="node_Reshape_90"),
+            helper.make_node("InstanceNormalization", ["r", "g", "b"], ["n"],
+                             name="node_InstanceNormalization_92"),
+            helper.make_node("Reshape", ["n", "s"], ["n2"], name="node_Reshape_94"),
+            helper.make_node("Mul", ["n2", "w"], ["m"], name="node_Mul_102"),
+            helper.make_node("Add", ["m", "c"], ["a"], name="node_group_norm"),
+            helper.make_node("Conv", ["a", "k"], ["y"], name="node_Conv_628"),
+        ], ["s", "g", "b", "w", "c", "k"])
+
+    def test_the_affine_add_holds_a_scopeless_group_norm(self):
+        g = self._group_norm()
+        self.assertEqual(faults.accepted_nodes(g, 1), [
+            "node_InstanceNormalization_92", "node_Reshape_94", "node_Mul_102",
+            "node_group_norm"])
+
+    def test_a_node_holding_the_output_is_right_when_no_module_is_known(self):
+        recipe = {"kind": "attribute", "op_type": "InstanceNormalization",
+                  "node": "node_InstanceNormalization_92", "expected_module": None,
+                  "expected_module_from": None,
+                  "accepted_nodes": faults.accepted_nodes(self._group_norm(), 1)}
+        result = {"exit": 1, "first_divergence": {"module": "stages.2.main.0",
+                                                  "onnx_node": "node_group_norm"}}
+        out = causes.fault_outcome(result, recipe)
+        self.assertTrue(out["module_right"] and out["op_right"])
+        # The next layer is not.
+        result["first_divergence"]["onnx_node"] = "node_Conv_628"
+        self.assertFalse(causes.fault_outcome(result, recipe)["module_right"])
+
+
 if __name__ == "__main__":
     unittest.main()

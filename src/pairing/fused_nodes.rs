@@ -34,6 +34,36 @@ pub(super) struct Open {
     pub kind_of: usize,
 }
 
+/// Whether ONNX op `op` is a normalisation and TorchScript module output `t` is one written
+/// out: its module's own values before it take a mean or variance. ONNX Runtime writes some
+/// of its fused nodes in the default domain (`SimplifiedLayerNormalization`, the RMSNorm
+/// that TorchScript computes as pow, mean, add, rsqrt, mul, mul), so their op names say
+/// nothing of the fusion; what the module computes does.
+fn normalises_what_it_reduces(tv: &[CapturedValue], t: usize, op: &str) -> bool {
+    if !super::ops::onnx_families(op).contains(&"norm") {
+        return false;
+    }
+    let module = tv[t].module_path();
+    let mut seen = HashSet::new();
+    let mut stack = vec![t];
+    while let Some(u) = stack.pop() {
+        if !seen.insert(u) {
+            continue;
+        }
+        if super::ops::torch_families(&tv[u].op).contains(&"reduce") {
+            return true;
+        }
+        stack.extend(
+            tv[u]
+                .inputs
+                .iter()
+                .copied()
+                .filter(|&p| p < u && tv[p].module_path() == module),
+        );
+    }
+    false
+}
+
 /// Below this, a Linear and a MatMul agree: nothing is missing from the MatMul.
 const AGREE: f64 = 1e-4;
 
@@ -192,7 +222,9 @@ impl Pairer<'_> {
                 // A whole module under another op is what a fused node computes (a GELU
                 // module ends in a Mul, ONNX Runtime's node is a Gelu); anything else must be
                 // of the value's own kind.
-                let fused_module = module_output && ov[c].op.starts_with("com.microsoft::");
+                let fused_module = module_output
+                    && (ov[c].op.starts_with("com.microsoft::")
+                        || normalises_what_it_reduces(tv, t, &ov[c].op));
                 // A simplifier merges the projections that read one input (a query's, key's
                 // and value's Linear) into one MatMul and a Split: each piece of the Split is
                 // one module's output.

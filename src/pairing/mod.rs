@@ -12,6 +12,7 @@ mod agreeing_twins;
 mod align;
 mod attention_scale;
 mod common_root;
+mod computed_constants;
 mod constant_calls;
 mod crossed_chains;
 mod dataflow;
@@ -355,16 +356,24 @@ impl<'a> Pairer<'a> {
         // detector's anchor grid) is folded into initializers by the exporters: it is
         // bookkeeping like shape arithmetic, and pairing it by order and shape could only
         // meet some unrelated ONNX value.
-        let constant = constant_values(&torch.values);
-        let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
         let torch_paths = known_paths(&torch.values);
-        let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
         let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
         let aliased =
             shared_instances::read_shared_instances(onnx_scopes, &torch.values, &torch_paths);
         let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
+        // ...unless the ONNX graph kept that computation in the same module
+        // (`computed_constants`).
+        let constant = computed_constants::fold_only_folded(
+            &torch.values,
+            &|v| !skip(v),
+            &constant_values(&torch.values),
+            &onnx_keys,
+            &constant_values(&onnx.values),
+        );
+        let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
+        let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         // The same calls numbered with the constant ones counted, for the ONNX sides that
         // count them (`constant_calls`).
         let torch_full_keys = assign_keys(&torch.values, &skip, None);

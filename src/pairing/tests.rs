@@ -2377,3 +2377,78 @@ fn a_query_scaled_by_another_factor_keeps_its_pair() {
         "a planted scale is compared and fails"
     );
 }
+
+/// A Swin-V2 attention's relative-position MLP runs on a buffer (no model input reaches it)
+/// and the exporter kept its MatMul: the MLP's Linear is compared with it, so a fault in its
+/// weights is found there and not only where the bias is added to the logits.
+#[test]
+fn a_constant_module_the_onnx_graph_computes_is_compared() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let tb = t.op("aten::linear", "attn.mlp", &[], &[0.5, -0.5]);
+    let ts = t.op("aten::sigmoid", "attn", &[tb], &[0.6, 0.4]);
+    let ta = t.op("aten::add", "attn", &[ti, ts], &[1.6, 2.4]);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let ob = o.op("MatMul", "attn.mlp", &[], &[0.5, -0.5]);
+    let os = o.op("Sigmoid", "attn", &[ob], &[0.6, 0.4]);
+    let oa = o.op("Add", "attn", &[oi, os], &[1.6, 2.4]);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tb).map(|l| l.onnx), Some(ob));
+    assert_eq!(pair_of(&p, ta).map(|l| l.onnx), Some(oa));
+}
+
+/// The same module folded into an initializer by the exporter: nothing to compare it with,
+/// and it stays bookkeeping (not an unpaired layer).
+#[test]
+fn a_constant_module_the_exporter_folded_stays_bookkeeping() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let tb = t.op("aten::linear", "attn.mlp", &[], &[0.5, -0.5]);
+    let ta = t.op("aten::add", "attn", &[ti, tb], &[1.5, 1.5]);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oa = o.op("Add", "attn", &[oi], &[1.5, 1.5]);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert!(pair_of(&p, tb).is_none());
+    assert_eq!(
+        p.coverage.torch_layers_paired,
+        p.coverage.torch_layers_total
+    );
+}
+
+/// ONNX Runtime's RMSNorm fusion writes `SimplifiedLayerNormalization` in the default domain,
+/// with no scope: it is the norm module's twin, as a `com.microsoft` fused node would be,
+/// because the module it stands for normalises by a mean it takes (pow, mean, rsqrt, mul).
+#[test]
+fn a_default_domain_rms_norm_pairs_with_the_written_out_norm() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let norm = [0.4, 0.7, 1.1, 1.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let pw = t.op("aten::pow", "layer.norm", &[ti], &[1.0, 4.0, 9.0, 16.0]);
+    let mean = t.op("aten::mean", "layer.norm", &[pw], &[7.5; 4]);
+    let rs = t.op("aten::rsqrt", "layer.norm", &[mean], &[0.37; 4]);
+    let m1 = t.op(
+        "aten::mul",
+        "layer.norm",
+        &[ti, rs],
+        &[0.37, 0.73, 1.1, 1.46],
+    );
+    let m2 = t.op("aten::mul", "layer.norm", &[m1], &norm);
+    let q = t.op("aten::linear", "layer.q_proj", &[m2], &[0.5; 4]);
+    t.output(0, q);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let fused = o.op("SimplifiedLayerNormalization", "", &[oi], &norm);
+    o.values[fused].scope_recorded = false;
+    o.values[fused].node = "RMSNorm_0".into();
+    let oq = o.op("MatMul", "layer.q_proj", &[fused], &[0.5; 4]);
+    o.output(0, oq);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, m2).map(|l| l.onnx), Some(fused));
+}
