@@ -219,25 +219,10 @@ impl Pairer<'_> {
             for &c in &scopeless {
                 let kind =
                     compatible(&tv[t].op, &ov[c].op) || compatible(&tv[kind_of].op, &ov[c].op);
-                // A whole module under another op is what a fused node computes (a GELU
-                // module ends in a Mul, ONNX Runtime's node is a Gelu); anything else must be
-                // of the value's own kind.
-                let fused_module = module_output
-                    && (ov[c].op.starts_with("com.microsoft::")
-                        || normalises_what_it_reduces(tv, t, &ov[c].op));
-                // A simplifier merges the projections that read one input (a query's, key's
-                // and value's Linear) into one MatMul and a Split: each piece of the Split is
-                // one module's output.
-                let merged_piece = module_output
-                    && ov[c].op == "Split"
-                    && ov[c].inputs.iter().any(|&d| {
-                        d < ov.len()
-                            && is_layer_candidate(&ov[d])
-                            && compatible(&tv[kind_of].op, &ov[d].op)
-                    });
+                let fused = module_output && computes_whole_module(tv, ov, t, kind_of, c);
                 let candidate = !self.state.is_taken(c)
                     && same_shape(&tv[t], &ov[c])
-                    && (kind || fused_module || merged_piece)
+                    && (kind || fused)
                     && !lacks_bias(&tv[t], &ov[c])
                     && computed_from_all(ov, c, &producers);
                 if let Some(tier) = candidate
@@ -295,6 +280,28 @@ impl Pairer<'_> {
             }
         }
     }
+}
+
+/// Whether scope-less ONNX node `c` may compute the whole module whose output is `t` (its
+/// op kind taken from `kind_of`) under another op than the module's own.
+fn computes_whole_module(
+    tv: &[CapturedValue],
+    ov: &[CapturedValue],
+    t: usize,
+    kind_of: usize,
+    c: usize,
+) -> bool {
+    // A whole module under another op is what a fused node computes (a GELU module ends in a
+    // Mul, ONNX Runtime's node is a Gelu; its RMSNorm fusion is written in the default domain).
+    let fused_module =
+        ov[c].op.starts_with("com.microsoft::") || normalises_what_it_reduces(tv, t, &ov[c].op);
+    // A simplifier merges the projections that read one input (a query's, key's and value's
+    // Linear) into one MatMul and a Split: each piece of the Split is one module's output.
+    let merged_piece = ov[c].op == "Split"
+        && ov[c].inputs.iter().any(|&d| {
+            d < ov.len() && is_layer_candidate(&ov[d]) && compatible(&tv[kind_of].op, &ov[d].op)
+        });
+    fused_module || merged_piece
 }
 
 #[cfg(test)]
