@@ -11,6 +11,8 @@
 //! kept the computation, and no model input reaches it there either). Constant against
 //! constant in one module scope is as much structure as any module call has; a module the
 //! exporter folded has no such ONNX values and stays bookkeeping.
+//! One the exporter folded only in part keeps what met no twin as covered, not missing
+//! (`Pairer::account_folded_constants`).
 
 use super::scopes::{key_path, GroupKey};
 use crate::capture::CapturedValue;

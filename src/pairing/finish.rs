@@ -6,7 +6,7 @@ use super::{is_layer_candidate, Coverage, Pair, Pairer, Pairing, Unpaired};
 use crate::capture::{CapturedValue, Side};
 
 impl Pairer<'_> {
-    pub(super) fn finish(self, p: &mut Pairing) {
+    pub(super) fn finish(mut self, p: &mut Pairing) {
         p.layers = self
             .state
             .paired()
@@ -23,11 +23,25 @@ impl Pairer<'_> {
                 }
             })
             .collect();
+        self.account_folded_constants();
         let mut cov = Coverage::default();
         self.torch_coverage(&mut cov);
         p.unpaired.extend(self.torch_unpaired());
         p.unpaired.extend(self.onnx_coverage(&mut cov));
         p.coverage = cov;
+    }
+
+    /// A constant module that ONNX computes may still have parts the exporter folded (a
+    /// relative-position bucket's comparisons folded, its table kept): what of it met no
+    /// twin was folded, which is bookkeeping, not a gap in what was compared.
+    fn account_folded_constants(&mut self) {
+        for &t in &self.kept_constants {
+            if !self.state.is_paired(t) {
+                let reason =
+                    "computes only from weights and constants; the exporter folded it".to_string();
+                self.state.reason.insert(t, (reason, true));
+            }
+        }
     }
 
     /// Torch coverage: leaf module calls count once, functional ops each.

@@ -340,6 +340,9 @@ struct Pairer<'a> {
     /// Modules with child modules: their groups hold functional ops, not a module output.
     torch_parents: HashSet<String>,
     onnx_has_scopes: bool,
+    /// TorchScript values no model input reaches that are compared all the same, because
+    /// their module's ONNX scope computes constants too (`computed_constants`).
+    kept_constants: Vec<usize>,
     /// The graph inputs and outputs, paired by position before the passes run.
     boundary: Vec<Pair>,
     state: PairState,
@@ -365,13 +368,17 @@ impl<'a> Pairer<'a> {
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         // ...unless the ONNX graph kept that computation in the same module
         // (`computed_constants`).
+        let torch_constant = constant_values(&torch.values);
         let constant = computed_constants::fold_only_folded(
             &torch.values,
             &|v| !skip(v),
-            &constant_values(&torch.values),
+            &torch_constant,
             &onnx_keys,
             &constant_values(&onnx.values),
         );
+        let kept_constants = (0..constant.len())
+            .filter(|&id| torch_constant[id] && !constant[id])
+            .collect();
         let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         // The same calls numbered with the constant ones counted, for the ONNX sides that
@@ -404,6 +411,7 @@ impl<'a> Pairer<'a> {
             onnx_keys,
             torch_parents: parent_paths(&torch.values),
             onnx_has_scopes,
+            kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,
         }

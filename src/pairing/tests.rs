@@ -2421,6 +2421,32 @@ fn a_constant_module_the_exporter_folded_stays_bookkeeping() {
     );
 }
 
+/// A constant module ONNX computes only in part (its table kept, the arithmetic before it
+/// folded): what met no twin was folded, and counts as covered, not as a missing layer.
+#[test]
+fn the_folded_part_of_a_constant_module_onnx_computes_is_covered() {
+    // `enc`'s own ops compute from constants only (its layer is a child module), as an
+    // encoder's relative-position buckets do; ONNX kept the last of them and folded the first.
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let tn = t.op("aten::neg", "enc", &[], &[-0.5, 0.5]);
+    let tm = t.op("aten::mul", "enc", &[tn], &[0.5, -0.5]);
+    let ta = t.op("aten::add", "enc.layer", &[ti, tm], &[1.5, 1.5]);
+    t.output(0, ta);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let om = o.op("Mul", "enc", &[], &[0.5, -0.5]);
+    let oa = o.op("Add", "enc.layer", &[oi, om], &[1.5, 1.5]);
+    o.output(0, oa);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, tm).map(|l| l.onnx), Some(om));
+    assert!(pair_of(&p, tn).is_none());
+    assert_eq!(
+        p.coverage.torch_layers_paired,
+        p.coverage.torch_layers_total
+    );
+}
+
 /// ONNX Runtime's RMSNorm fusion writes `SimplifiedLayerNormalization` in the default domain,
 /// with no scope: it is the norm module's twin, as a `com.microsoft` fused node would be,
 /// because the module it stands for normalises by a mean it takes (pow, mean, rsqrt, mul).
