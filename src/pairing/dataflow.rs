@@ -28,7 +28,7 @@ const MAX_SIBLINGS: usize = 4;
 const CLOSE: f64 = 1e-2;
 
 /// Every ordering of `0..n`.
-fn permutations(n: usize) -> Vec<Vec<usize>> {
+pub(super) fn permutations(n: usize) -> Vec<Vec<usize>> {
     if n == 0 {
         return vec![Vec::new()];
     }
@@ -121,14 +121,12 @@ impl Pairer<'_> {
                 .closest_onnx(t, &candidates)
                 .filter(|&(_, d)| d < self.distance(t, o));
             match closer {
-                // Its consumer's agreeing twin: that node computes both (a folded BatchNorm).
-                Some((c, _)) if self.consumer_holding(t, c).is_some() => {
-                    let holder = self.consumer_holding(t, c).expect("checked");
-                    self.fuse_into_holder(t, holder);
-                }
-                Some((c, _)) => match self.state.holder(c) {
-                    Some(other) => self.state.swap(t, other, PairedBy::Dataflow),
-                    None => self.state.rebind(t, c, PairedBy::Dataflow, false),
+                Some((c, _)) => match (self.consumer_holding(t, c), self.state.holder(c)) {
+                    // Its consumer's agreeing twin: that node computes both (a folded
+                    // BatchNorm).
+                    (Some(holder), _) => self.fuse_into_holder(t, holder),
+                    (None, Some(other)) => self.state.swap(t, other, PairedBy::Dataflow),
+                    (None, None) => self.state.rebind(t, c, PairedBy::Dataflow, false),
                 },
                 // The one value that keeps it may be held by an earlier pair of a crossed
                 // chain (`crossed_chains.rs`): exchange the two.

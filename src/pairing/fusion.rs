@@ -203,6 +203,21 @@ impl Pairer<'_> {
         self.state.fused_into.insert(v, fused);
     }
 
+    /// Records unpaired TorchScript value `u` as fused into the ONNX node its consumer `v`
+    /// (of module `v_path`) is paired with: covered, compared after `v`. Shared by
+    /// `fuse_producer_into_node` and `fused_into_holder`.
+    pub(super) fn fuse_into_consumer_node(&mut self, u: usize, v: usize, v_path: &str) {
+        let Some(o) = self.state.twin(v) else {
+            return;
+        };
+        self.state.fused_into.entry(v).or_default().push(u);
+        let reason = format!(
+            "fused into ONNX node {} (compared after {v_path})",
+            self.onnx.values[o].node
+        );
+        self.state.reason.insert(u, (reason, true));
+    }
+
     /// An unpaired conv whose consumer module is paired with a node of the conv's own kind
     /// (a Conv carrying the BatchNorm's scope): the conv is fused into that node.
     pub(super) fn fuse_producer_into_node(&mut self) {
@@ -224,13 +239,9 @@ impl Pairer<'_> {
             let o = self.state.twin(v).expect("paired");
             let conv = torch_families(&tv[u].op).contains(&"conv");
             if conv && compatible(&tv[u].op, &ov[o].op) {
-                self.state.fused_into.entry(v).or_default().push(u);
+                let v_path = v_path.clone();
                 self.state.rebind(v, o, PairedBy::FusedProducer, false);
-                let reason = format!(
-                    "fused into ONNX node {} (compared after {v_path})",
-                    ov[o].node
-                );
-                self.state.reason.insert(u, (reason, true));
+                self.fuse_into_consumer_node(u, v, &v_path);
             }
         }
     }

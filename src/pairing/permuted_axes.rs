@@ -8,6 +8,7 @@
 //! a channel swap moves elements inside one axis, which no permutation of whole axes does,
 //! so the proof fails and the fault stays compared where it was made.
 
+use super::dataflow::permutations;
 use crate::capture::tensor::HostTensor;
 
 /// More axes than this (after unit axes are dropped) are not searched: 6! = 720
@@ -49,22 +50,6 @@ fn row_major_strides(shape: &[usize]) -> Vec<usize> {
         strides[i] = strides[i + 1] * shape[i + 1];
     }
     strides
-}
-
-/// Every order of `0..n`.
-fn permutations(n: usize) -> Vec<Vec<usize>> {
-    if n == 0 {
-        return vec![vec![]];
-    }
-    let mut all = Vec::new();
-    for rest in permutations(n - 1) {
-        for at in 0..=rest.len() {
-            let mut order = rest.clone();
-            order.insert(at, n - 1);
-            all.push(order);
-        }
-    }
-    all
 }
 
 /// Whether shape `to` comes from shape `from` by merging runs of adjacent axes or splitting
