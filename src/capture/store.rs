@@ -42,18 +42,27 @@ impl SpillFile {
     }
 
     fn append(self: &Arc<Self>, t: &HostTensor) -> Result<SpillRef> {
-        let bytes = as_bytes(&t.data);
+        self.append_raw(t.dtype(), &t.shape, &as_bytes(&t.data))
+    }
+
+    /// Appends one tensor given as its element bytes (native order, booleans as 0/1 bytes).
+    fn append_raw(
+        self: &Arc<Self>,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+    ) -> Result<SpillRef> {
         let mut end = self.end.lock().unwrap_or_else(|p| p.into_inner());
         let offset = *end;
         self.file
-            .write_all_at(&bytes, offset)
+            .write_all_at(bytes, offset)
             .context("cannot write to the spill file (is the temporary folder full?)")?;
         *end += bytes.len() as u64;
         Ok(SpillRef {
             file: Arc::clone(self),
             offset,
-            dtype: t.dtype(),
-            shape: t.shape.clone(),
+            dtype,
+            shape: shape.to_vec(),
         })
     }
 }
@@ -166,6 +175,23 @@ impl Keep {
             Keep::Spill { file, strict } => match file.append(&t) {
                 Ok(r) => Ok(Stored::Spilled(r)),
                 Err(_) if !strict => Ok(Stored::Memory(t)),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Keeps a tensor that another library holds, given as its element bytes (native order,
+    /// booleans as 0/1 bytes), when this keeper spills: written straight from that memory, so
+    /// the tensor is never copied into a buffer of its own first (for a large network that
+    /// copy, into freshly faulted pages, cost as much as the forward pass). `None` when the
+    /// tensor is to be held in memory, including a spill that is only an optimisation and
+    /// failed; the caller then copies it out and calls `keep`.
+    pub fn keep_raw(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Option<Stored>> {
+        match self {
+            Keep::Memory => Ok(None),
+            Keep::Spill { file, strict } => match file.append_raw(dtype, shape, bytes) {
+                Ok(r) => Ok(Some(Stored::Spilled(r))),
+                Err(_) if !strict => Ok(None),
                 Err(e) => Err(e),
             },
         }

@@ -5,7 +5,7 @@
 //! libtorch itself rejects comes back from the shim as an error, never an abort.
 
 use super::args::EncodedArgs;
-use super::convert::to_host;
+use super::convert::{to_host, with_bytes};
 use super::ffi::{ModulePlan, RunTensors};
 use super::meta::{GraphMeta, InputMeta, ModuleTree};
 use super::{archive, errors, hazards};
@@ -248,10 +248,23 @@ impl TorchModel {
             let meta = metas
                 .get(id)
                 .ok_or_else(|| anyhow!("the TorchScript shim observed an unknown value {id}"))?;
-            let host = to_host(&tensor).with_context(|| format!("value {}", meta.name))?;
+            let context = || format!("value {}", meta.name);
+            // A spilled value goes to the file straight from libtorch's memory.
+            let spilled = with_bytes(&tensor, |dtype, shape, bytes| {
+                let stored = keep.keep_raw(dtype, shape, bytes)?;
+                Ok::<_, anyhow::Error>(stored.map(|s| (dtype, shape.to_vec(), s)))
+            })
+            .and_then(|r| r)
+            .with_context(context)?;
+            let (dtype, shape, stored) = match spilled {
+                Some(spilled) => spilled,
+                None => {
+                    let host = to_host(&tensor).with_context(context)?;
+                    (host.dtype(), host.shape.clone(), keep.keep(host)?)
+                }
+            };
             drop(tensor);
-            let (dtype, shape) = (host.dtype(), host.shape.clone());
-            observed.push(id, &meta.inputs, dtype, shape, keep.keep(host)?);
+            observed.push(id, &meta.inputs, dtype, shape, stored);
             Ok(())
         };
         let run = self

@@ -71,6 +71,31 @@ pub fn to_host(t: &Tensor) -> Result<HostTensor> {
     Ok(HostTensor::new(shape, data))
 }
 
+/// Hands `f` a (CPU) tensor's element type, shape and element bytes in libtorch's own memory
+/// (made contiguous first where it is not), for writing them out without a copy of their own.
+/// The bytes are what `to_host` would copy: native order, booleans as 0/1 bytes, bfloat16 as
+/// its bit patterns.
+pub fn with_bytes<R>(t: &Tensor, f: impl FnOnce(DType, &[usize], &[u8]) -> R) -> Result<R> {
+    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+    let numel: usize = shape.iter().product();
+    let Some(dtype) = dtype_of(t.kind()) else {
+        bail!("tensor of unsupported element type {:?}", t.kind());
+    };
+    if t.device() != tch::Device::Cpu {
+        bail!("tensor on {:?}, not the CPU", t.device());
+    }
+    let t = t.contiguous();
+    let len = numel * t.kind().elt_size_in_bytes();
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: `t` is a contiguous CPU tensor of `numel` elements of this size, alive for
+        // the whole borrow, and its elements are plain bytes (bool is one 0/1 byte).
+        unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u8>(), len) }
+    };
+    Ok(f(dtype, &shape, bytes))
+}
+
 /// Builds a libtorch tensor holding a copy of `t`.
 pub fn from_host(t: &HostTensor) -> Result<Tensor> {
     let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
@@ -118,6 +143,52 @@ mod tests {
             let back = to_host(&from_host(&host).unwrap()).unwrap();
             assert_eq!(back, host);
         }
+    }
+
+    /// A tensor spilled straight from libtorch's memory reads back as `to_host` copies it:
+    /// every element type, and a transposed view, whose bytes are made contiguous first.
+    #[test]
+    fn a_tensor_spilled_from_libtorch_memory_reads_back_as_copied() {
+        use crate::capture::store::{Keep, Stored};
+        let hosts = vec![
+            HostTensor::f32(
+                vec![2, 3],
+                vec![1.0, -2.5, f32::NAN, 0.0, f32::INFINITY, -6.0],
+            ),
+            HostTensor::new(vec![3], TensorData::I64(vec![1, -2, i64::MAX])),
+            HostTensor::new(vec![3], TensorData::Bool(vec![true, false, true])),
+            HostTensor::new(vec![2], TensorData::F16(vec![f16::from_f32(1.5), f16::MIN])),
+            HostTensor::new(vec![2], TensorData::Bf16(vec![bf16::from_f32(-0.25); 2])),
+            HostTensor::new(vec![0, 4], TensorData::F32(vec![])),
+        ];
+        let mut tensors: Vec<Tensor> = hosts.iter().map(|h| from_host(h).unwrap()).collect();
+        tensors.push(tensors[0].transpose(0, 1));
+        let keep = Keep::spill(true).unwrap();
+        for t in &tensors {
+            let expected = to_host(t).unwrap();
+            let stored = with_bytes(t, |dtype, shape, bytes| keep.keep_raw(dtype, shape, bytes))
+                .unwrap()
+                .unwrap()
+                .expect("a spill keeper writes the bytes");
+            assert!(matches!(stored, Stored::Spilled(_)));
+            let back = stored.data().unwrap();
+            assert_eq!(
+                (&back.shape, back.dtype()),
+                (&expected.shape, expected.dtype())
+            );
+            for i in 0..expected.numel() {
+                let bits = |h: &HostTensor| h.data.get_f64(i).to_bits();
+                assert_eq!(
+                    bits(&back),
+                    bits(&expected),
+                    "element {i} of {:?}",
+                    expected.shape
+                );
+            }
+        }
+        // A keeper that holds tensors in memory leaves the copy to the caller.
+        let declined = with_bytes(&tensors[0], |d, s, b| Keep::Memory.keep_raw(d, s, b));
+        assert!(declined.unwrap().unwrap().is_none());
     }
 
     #[test]
