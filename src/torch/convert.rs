@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn a_tensor_spilled_from_libtorch_memory_reads_back_as_copied() {
         use crate::capture::store::{Keep, Stored};
-        let hosts = vec![
+        let hosts = [
             HostTensor::f32(
                 vec![2, 3],
                 vec![1.0, -2.5, f32::NAN, 0.0, f32::INFINITY, -6.0],
