@@ -116,10 +116,10 @@ fn run(
     progress: &Progress,
     sessions: &mut usize,
 ) -> Result<ProductionReport> {
-    let mut model = onnx::model::load(&cfg.onnx_path)?;
-    let bytes = model.proto.encode_to_vec();
-    // From here on only the serialised bytes need the weights (the model is read for its
-    // signature): one copy fewer while ONNX Runtime builds its own, under a memory budget too.
+    // The session is built from the file's own bytes: the model as shipped, not as decoded.
+    let (mut model, bytes) = onnx::model::load_with_bytes(&cfg.onnx_path)?;
+    // From here on only the bytes need the weights (the model is read for its signature):
+    // one copy fewer while ONNX Runtime builds its own, under a memory budget too.
     if let Some(graph) = model.proto.graph.as_mut() {
         graph.initializer = Vec::new();
     }
