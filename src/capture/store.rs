@@ -181,9 +181,8 @@ impl Keep {
     }
 
     /// Keeps a tensor that another library holds, given as its element bytes (native order,
-    /// booleans as 0/1 bytes), when this keeper spills: written straight from that memory, so
-    /// the tensor is never copied into a buffer of its own first (for a large network that
-    /// copy, into freshly faulted pages, cost as much as the forward pass). `None` when the
+    /// booleans as 0/1 bytes), when this keeper spills: written straight from that memory,
+    /// one copy of every spilled tensor fewer than `keep` after a copy out. `None` when the
     /// tensor is to be held in memory, including a spill that is only an optimisation and
     /// failed; the caller then copies it out and calls `keep`.
     pub fn keep_raw(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Option<Stored>> {

@@ -249,13 +249,16 @@ impl TorchModel {
                 .get(id)
                 .ok_or_else(|| anyhow!("the TorchScript shim observed an unknown value {id}"))?;
             let context = || format!("value {}", meta.name);
-            // A spilled value goes to the file straight from libtorch's memory.
-            let spilled = with_bytes(&tensor, |dtype, shape, bytes| {
-                let stored = keep.keep_raw(dtype, shape, bytes)?;
-                Ok::<_, anyhow::Error>(stored.map(|s| (dtype, shape.to_vec(), s)))
-            })
-            .and_then(|r| r)
-            .with_context(context)?;
+            // A spilled value goes to the file straight from libtorch's memory; one held in
+            // memory is copied out once, by `to_host`.
+            let spilled = match keep {
+                Keep::Memory => None,
+                Keep::Spill { .. } => with_bytes(&tensor, |dtype, shape, bytes| {
+                    let stored = keep.keep_raw(dtype, shape, bytes)?;
+                    Ok(stored.map(|s| (dtype, shape.to_vec(), s)))
+                })
+                .with_context(context)?,
+            };
             let (dtype, shape, stored) = match spilled {
                 Some(spilled) => spilled,
                 None => {

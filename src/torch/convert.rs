@@ -48,13 +48,19 @@ fn bfloat16_in(v: &[bf16]) -> Result<Tensor> {
     Ok(Tensor::f_from_slice(&bits)?.f_view_dtype(Kind::BFloat16)?)
 }
 
-/// Copies a (CPU) tensor into host memory.
-pub fn to_host(t: &Tensor) -> Result<HostTensor> {
+/// A tensor's shape, element count and element type, or why the tool cannot hold it.
+fn layout(t: &Tensor) -> Result<(Vec<usize>, usize, DType)> {
     let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
     let numel: usize = shape.iter().product();
     let Some(dtype) = dtype_of(t.kind()) else {
         bail!("tensor of unsupported element type {:?}", t.kind());
     };
+    Ok((shape, numel, dtype))
+}
+
+/// Copies a (CPU) tensor into host memory.
+pub fn to_host(t: &Tensor) -> Result<HostTensor> {
+    let (shape, numel, dtype) = layout(t)?;
     let t = t.contiguous();
     let data = match dtype {
         DType::F16 => TensorData::F16(copy_out::<f16>(&t, numel)?),
@@ -75,12 +81,8 @@ pub fn to_host(t: &Tensor) -> Result<HostTensor> {
 /// (made contiguous first where it is not), for writing them out without a copy of their own.
 /// The bytes are what `to_host` would copy: native order, booleans as 0/1 bytes, bfloat16 as
 /// its bit patterns.
-pub fn with_bytes<R>(t: &Tensor, f: impl FnOnce(DType, &[usize], &[u8]) -> R) -> Result<R> {
-    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
-    let numel: usize = shape.iter().product();
-    let Some(dtype) = dtype_of(t.kind()) else {
-        bail!("tensor of unsupported element type {:?}", t.kind());
-    };
+pub fn with_bytes<R>(t: &Tensor, f: impl FnOnce(DType, &[usize], &[u8]) -> Result<R>) -> Result<R> {
+    let (shape, numel, dtype) = layout(t)?;
     if t.device() != tch::Device::Cpu {
         bail!("tensor on {:?}, not the CPU", t.device());
     }
@@ -93,7 +95,7 @@ pub fn with_bytes<R>(t: &Tensor, f: impl FnOnce(DType, &[usize], &[u8]) -> R) ->
         // the whole borrow, and its elements are plain bytes (bool is one 0/1 byte).
         unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u8>(), len) }
     };
-    Ok(f(dtype, &shape, bytes))
+    f(dtype, &shape, bytes)
 }
 
 /// Builds a libtorch tensor holding a copy of `t`.
@@ -168,7 +170,6 @@ mod tests {
             let expected = to_host(t).unwrap();
             let stored = with_bytes(t, |dtype, shape, bytes| keep.keep_raw(dtype, shape, bytes))
                 .unwrap()
-                .unwrap()
                 .expect("a spill keeper writes the bytes");
             assert!(matches!(stored, Stored::Spilled(_)));
             let back = stored.data().unwrap();
@@ -188,7 +189,7 @@ mod tests {
         }
         // A keeper that holds tensors in memory leaves the copy to the caller.
         let declined = with_bytes(&tensors[0], |d, s, b| Keep::Memory.keep_raw(d, s, b));
-        assert!(declined.unwrap().unwrap().is_none());
+        assert!(declined.unwrap().is_none());
     }
 
     #[test]
