@@ -65,12 +65,38 @@ impl Pairer<'_> {
             .filter(|&u| u != t && !self.state.is_paired(u) && !self.state.accounted(u))
             .filter(|&u| !self.state.undone.contains(&(u, o)))
             .filter(|&u| same_shape(&tv[u], &ov[o]) && compatible(&tv[u].op, &ov[o].op))
-            .filter(|&u| computed_from_all(ov, o, &nearest_producer_twins(tv, twin, u)))
+            .filter(|&u| {
+                let needed = nearest_producer_twins(tv, twin, u);
+                computed_from_all(ov, o, &needed) && !self.nearer_free_twin(u, o, &needed)
+            })
             .filter(|&u| {
                 let after = nearest_consumer_twins(&consumers, twin, u);
                 placement(ov, o, &after, false) == Some(1)
             })
             .collect()
+    }
+
+    /// Whether a free ONNX value of `o`'s call, of TorchScript value `u`'s kind and shape,
+    /// lies between `u`'s producers' twins `needed` and `o`: computed from all of them, and
+    /// an ancestor of `o`. Ancestry lets every later link of a chain pass for `u`'s twin
+    /// (`a + b + c` is computed from `a` and `b` too); the nearest such value is the one
+    /// that computes what `u` computes, and `o` belongs to a value further down.
+    fn nearer_free_twin(&self, u: usize, o: usize, needed: &[usize]) -> bool {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let Some(group) = self.onnx_keys[o]
+            .as_ref()
+            .and_then(|k| self.onnx_groups.get(k))
+        else {
+            return false;
+        };
+        group.iter().any(|&c| {
+            c < o
+                && !self.state.is_taken(c)
+                && same_shape(&tv[u], &ov[c])
+                && compatible(&tv[u].op, &ov[c].op)
+                && computed_from_all(ov, c, needed)
+                && computed_from_all(ov, o, &[c])
+        })
     }
 
     /// Pairs marked off the dataflow because of a pair that has since moved: those whose

@@ -2478,3 +2478,61 @@ fn a_default_domain_rms_norm_pairs_with_the_written_out_norm() {
     let p = pair(&t.build(), &o.build()).unwrap();
     assert_eq!(pair_of(&p, m2).map(|l| l.onnx), Some(fused));
 }
+
+#[test]
+fn an_open_add_does_not_take_a_later_link_of_its_chain_from_the_dataflow() {
+    // `(u + v) + w` then `r + ...`: a crossed pair (the residual add with the second Add's
+    // node, off its dataflow) hands its node to the one open add whose producers' twins it
+    // is computed from. That is the first add by ancestry, but the first Add's node lies
+    // between them and computes it: the second Add's node is no twin of the first add's,
+    // and nothing moves (the passes after pair them by their values).
+    let x = [1.0, 2.0, 3.0];
+    let (u, v, w, r) = (
+        [0.5, 1.0, 1.5],
+        [2.0, 1.0, 0.0],
+        [1.0, 1.0, 2.0],
+        [3.0, 0.0, 1.0],
+    );
+    let first = [2.5, 2.0, 1.5];
+    let second = [3.5, 3.0, 3.5];
+    let residual = [6.5, 3.0, 4.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tu = t.op("aten::linear", "blk.f", &[ti], &u);
+    let tv = t.op("aten::linear", "blk.g", &[ti], &v);
+    let tw = t.op("aten::linear", "blk.h", &[ti], &w);
+    let tr = t.op("aten::linear", "blk.r", &[ti], &r);
+    let tfirst = t.op("aten::add", "blk", &[tu, tv], &first);
+    let tsecond = t.op("aten::add", "blk", &[tfirst, tw], &second);
+    let tres = t.op("aten::add", "blk", &[tr, tsecond], &residual);
+    t.output(0, tres);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ou = o.op("Gemm", "blk.f", &[oi], &u);
+    let ov = o.op("Gemm", "blk.g", &[oi], &v);
+    let ow = o.op("Gemm", "blk.h", &[oi], &w);
+    let or = o.op("Gemm", "blk.r", &[oi], &r);
+    let ofirst = o.op("Add", "blk", &[ou, ov], &first);
+    let osecond = o.op("Add", "blk", &[ofirst, ow], &second);
+    let ores = o.op("Add", "blk", &[or, osecond], &residual);
+    o.output(0, ores);
+    let (tc, oc) = (t.build(), o.build());
+    let mut p = Pairing::default();
+    pair_boundary(&tc, &oc, &mut p).unwrap();
+    let boundary = p.inputs.iter().chain(&p.outputs).cloned().collect();
+    let mut pairer = Pairer::new(&tc, &oc, boundary);
+    // The state the order and the dataflow pass left: w's pair crossed with r's, so the
+    // second add's producers are no ancestors of its node either.
+    for (a, b) in [(tu, ou), (tv, ov), (tw, or), (tr, ow), (tres, osecond)] {
+        pairer.state.assign(a, b, PairedBy::OpOrder, false);
+    }
+    pairer.state.off_dataflow.insert(tres);
+    pairer.hand_over_by_dataflow();
+    assert_eq!(
+        pairer.state.twin(tfirst),
+        None,
+        "the first add's twin is the free Add between, not the second Add"
+    );
+    assert_eq!(pairer.state.twin(tres), Some(osecond), "nothing moved");
+    assert_eq!(pairer.state.twin(tsecond), None);
+}
