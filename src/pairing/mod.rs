@@ -26,6 +26,7 @@ mod fused_into_holder;
 mod fused_nodes;
 mod fusion;
 mod identities;
+mod input_reach;
 mod kept_control_flow;
 mod left_open;
 mod module_computation;

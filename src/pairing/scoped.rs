@@ -2,9 +2,13 @@
 //! and the whole-graph alignment for a graph without scopes; and the reasons given to the
 //! values of a call that found no twin.
 
+use super::input_reach::input_marks;
 use super::ops::{compatible, torch_families, vanishes_in_onnx};
 use super::scopes::key_path;
-use super::{align, is_layer_candidate, relative_distance, same_shape, subtree, PairedBy, Pairer};
+use super::{
+    align, is_layer_candidate, relative_distance, same_shape, subtree, Pair, PairedBy, Pairer,
+};
+use crate::capture::ValueRole;
 
 impl Pairer<'_> {
     /// A leaf module call's output is the last ONNX value of the same call with its shape.
@@ -85,7 +89,9 @@ impl Pairer<'_> {
     }
 
     /// Graphs without scopes (run through a simplifier) still keep op order: align every
-    /// TorchScript layer output with the whole ONNX graph. Never certain: nothing but the
+    /// TorchScript layer output with the whole ONNX graph, first within each set of values
+    /// computed from the same model inputs (`input_reach`: towers the two sides order
+    /// differently), then what is left over across them. Never certain: nothing but the
     /// order says two values are one call.
     pub(super) fn pair_globally(&mut self) {
         if self.onnx_has_scopes {
@@ -104,7 +110,46 @@ impl Pairer<'_> {
             .filter(|v| is_layer_candidate(v))
             .map(|v| v.id)
             .collect();
-        for (t, o, _) in self.align_by_order(&reps, &onnx_ids) {
+        let inputs: Vec<Pair> = self
+            .boundary
+            .iter()
+            .filter(|p| matches!(self.torch.values[p.torch].role, ValueRole::Input(_)))
+            .cloned()
+            .collect();
+        let torch_marks = input_marks(&self.torch.values, &inputs, |p| p.torch);
+        let onnx_marks = input_marks(&self.onnx.values, &inputs, |p| p.onnx);
+        let mut classes: Vec<u64> = reps.iter().map(|&t| torch_marks[t]).collect();
+        classes.sort_unstable();
+        classes.dedup();
+        // One class is the whole graph: the plain global alignment below.
+        if classes.len() > 1 {
+            for class in classes {
+                let class_reps: Vec<usize> = reps
+                    .iter()
+                    .copied()
+                    .filter(|&t| torch_marks[t] == class)
+                    .collect();
+                let class_onnx: Vec<usize> = onnx_ids
+                    .iter()
+                    .copied()
+                    .filter(|&o| onnx_marks[o] == class)
+                    .collect();
+                for (t, o, _) in self.align_by_order(&class_reps, &class_onnx) {
+                    self.state.assign(t, o, PairedBy::GlobalOrder, false);
+                }
+            }
+        }
+        let open_reps: Vec<usize> = reps
+            .iter()
+            .copied()
+            .filter(|&t| !self.state.is_paired(t))
+            .collect();
+        let free_onnx: Vec<usize> = onnx_ids
+            .iter()
+            .copied()
+            .filter(|&o| !self.state.is_taken(o))
+            .collect();
+        for (t, o, _) in self.align_by_order(&open_reps, &free_onnx) {
             self.state.assign(t, o, PairedBy::GlobalOrder, false);
         }
         let groups: Vec<(String, Vec<usize>)> = self

@@ -2536,3 +2536,42 @@ fn an_open_add_does_not_take_a_later_link_of_its_chain_from_the_dataflow() {
     assert_eq!(pairer.state.twin(tres), Some(osecond), "nothing moved");
     assert_eq!(pairer.state.twin(tsecond), None);
 }
+
+#[test]
+fn towers_of_a_scopeless_graph_pair_within_the_inputs_they_are_computed_from() {
+    // A two-tower model (an image and a text encoder, then their product). The simplified
+    // ONNX graph has no scopes, and it runs the text tower first: one global order would pair
+    // the image tower's layers with the text tower's, alike in kind and shape. What each value
+    // is computed from settles it.
+    let (img, txt) = ([1.0, 2.0, 3.0], [0.5, -0.5, 0.25]);
+    let (v1, v2) = ([2.0, 1.0, 0.0], [0.0, 3.0, 1.0]);
+    let (t1, t2) = ([-1.0, 0.5, 2.0], [1.5, 1.5, -2.0]);
+    let joint = [0.0, 4.5, -2.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &img);
+    let tt = t.input(1, &txt);
+    let tv1 = t.op("aten::linear", "vision.fc1", &[ti], &v1);
+    let tv2 = t.op("aten::linear", "vision.fc2", &[tv1], &v2);
+    let tt1 = t.op("aten::linear", "text.fc1", &[tt], &t1);
+    let tt2 = t.op("aten::linear", "text.fc2", &[tt1], &t2);
+    let tj = t.op("aten::mul", "", &[tv2, tt2], &joint);
+    t.output(0, tj);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &img);
+    let ot = o.input(1, &txt);
+    let ot1 = o.op("Gemm", "", &[ot], &t1);
+    let ot2 = o.op("Gemm", "", &[ot1], &t2);
+    let ov1 = o.op("Gemm", "", &[oi], &v1);
+    let ov2 = o.op("Gemm", "", &[ov1], &v2);
+    let oj = o.op("Mul", "", &[ov2, ot2], &joint);
+    o.output(0, oj);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    for (name, tv, ov) in [
+        ("vision fc1", tv1, ov1),
+        ("vision fc2", tv2, ov2),
+        ("text fc1", tt1, ot1),
+        ("text fc2", tt2, ot2),
+    ] {
+        assert_eq!(pair_of(&p, tv).map(|l| l.onnx), Some(ov), "{name}");
+    }
+}
