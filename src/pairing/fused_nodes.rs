@@ -235,17 +235,20 @@ impl Pairer<'_> {
         }
         fitting.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
         let mut made = Vec::new();
-        for (tier, _, t, c) in fitting {
+        for (tier, distance, t, c) in fitting {
             if !self.state.is_paired(t) && !self.state.is_taken(c) {
                 self.state.assign(t, c, PairedBy::Scopeless, false);
-                made.push((t, tier != 1));
+                made.push((distance, t, tier != 1));
             }
         }
         // Each was judged against the pairs made before this step; the ones made after it
         // may place its neighbours elsewhere (a Linear's output first met the reshape after
-        // the LayerNorm that its consumer has since taken).
-        made.sort_unstable();
-        for (t, kind) in made {
+        // the LayerNorm that its consumer has since taken). The farthest in value are checked
+        // first, so that the others are judged against neighbours that held: a GELU's output
+        // whose nearest consumer, the Linear after it, had met the wrong fused node was
+        // undone for that Linear's pair, which was then undone as well.
+        made.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, t, kind) in made {
             let c = self.state.twin(t).expect("paired");
             let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
             let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
@@ -259,12 +262,21 @@ impl Pairer<'_> {
 
     /// A TorchScript value left without a twin whose nearest consumers are all paired with
     /// one scope-less ONNX node computed from its producers' twins was fused into that node
-    /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered.
+    /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered. When it
+    /// is a leaf module's output, the module's other values were fused with it (GPT-2's
+    /// `Conv1D` reshapes, multiplies and reshapes back; ONNX Runtime keeps a bare MatMul and
+    /// adds the bias in the next fused node): covered too.
     pub(super) fn account_fused_into_consumers(&mut self) {
         let open = self.open_representatives();
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         let consumers = consumers_of(tv);
-        for &Open { id: t, .. } in &open {
+        let mut fused_calls: Vec<(usize, String)> = Vec::new();
+        for &Open {
+            id: t,
+            module_output,
+            ..
+        } in &open
+        {
             if self.state.is_paired(t) || self.state.accounted(t) {
                 continue;
             }
@@ -277,6 +289,22 @@ impl Pairer<'_> {
             if one_fused_node && computed_from_all(ov, node, &producers) {
                 let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
                 self.state.reason.insert(t, (reason, true));
+                if module_output {
+                    fused_calls.push((t, ov[node].node.clone()));
+                }
+            }
+        }
+        for (t, node) in fused_calls {
+            let Some(ids) = self.torch_groups.values().find(|ids| ids.contains(&t)) else {
+                continue;
+            };
+            let module = tv[t].module_path();
+            for &id in ids {
+                if id != t && !self.state.is_paired(id) && !self.state.accounted(id) {
+                    let reason =
+                        format!("internal to module {module}, fused into ONNX node {node}");
+                    self.state.reason.insert(id, (reason, true));
+                }
             }
         }
     }
