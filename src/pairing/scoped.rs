@@ -124,31 +124,15 @@ impl Pairer<'_> {
         // One class is the whole graph: the plain global alignment below.
         if classes.len() > 1 {
             for class in classes {
-                let class_reps: Vec<usize> = reps
-                    .iter()
-                    .copied()
-                    .filter(|&t| torch_marks[t] == class)
-                    .collect();
-                let class_onnx: Vec<usize> = onnx_ids
-                    .iter()
-                    .copied()
-                    .filter(|&o| onnx_marks[o] == class)
-                    .collect();
+                let class_reps = kept(&reps, |t| torch_marks[t] == class);
+                let class_onnx = kept(&onnx_ids, |o| onnx_marks[o] == class);
                 for (t, o, _) in self.align_by_order(&class_reps, &class_onnx) {
                     self.state.assign(t, o, PairedBy::GlobalOrder, false);
                 }
             }
         }
-        let open_reps: Vec<usize> = reps
-            .iter()
-            .copied()
-            .filter(|&t| !self.state.is_paired(t))
-            .collect();
-        let free_onnx: Vec<usize> = onnx_ids
-            .iter()
-            .copied()
-            .filter(|&o| !self.state.is_taken(o))
-            .collect();
+        let open_reps = kept(&reps, |t| !self.state.is_paired(t));
+        let free_onnx = kept(&onnx_ids, |o| !self.state.is_taken(o));
         for (t, o, _) in self.align_by_order(&open_reps, &free_onnx) {
             self.state.assign(t, o, PairedBy::GlobalOrder, false);
         }
@@ -342,4 +326,9 @@ impl Pairer<'_> {
             self.state.reason.insert(id, reason);
         }
     }
+}
+
+/// The ids of `ids` that `keep` keeps, in their order.
+fn kept(ids: &[usize], keep: impl Fn(usize) -> bool) -> Vec<usize> {
+    ids.iter().copied().filter(|&id| keep(id)).collect()
 }
