@@ -82,11 +82,20 @@ pub fn dynamo_scope(name_scopes: &[String], class_hierarchy: &[String]) -> Vec<S
 /// attribute (`conv1`) or a `ModuleList` item (`ml.0`, the list itself is never called, so it
 /// has no component) does not. Hence: a component that extends the previous component
 /// replaces its last part of the path, any other one is appended to the previous path.
+///
+/// ONNX Runtime names a node its optimiser made after the node it replaced plus the fusion
+/// (`/blocks.0/attn/MatMul/MatMulAddFusion`, `/attn/MatMul_1/MatMulScaleFusion/`): the name
+/// ends at that node's op, and what follows is no module.
 pub fn legacy_scope(node_name: &str) -> Vec<ScopeLevel> {
     let Some(rest) = node_name.strip_prefix('/') else {
         return Vec::new();
     };
     let mut components: Vec<&str> = rest.split('/').collect();
+    if let Some(tag) = (1..components.len())
+        .find(|&i| is_fusion_tag(components[i]) && looks_like_op(components[i - 1]))
+    {
+        components.truncate(tag);
+    }
     components.pop(); // the op itself: `Conv`, `Relu_1`
     let mut levels: Vec<ScopeLevel> = Vec::new();
     let mut previous: Option<&str> = None;
@@ -105,6 +114,25 @@ pub fn legacy_scope(node_name: &str) -> Vec<ScopeLevel> {
         previous = Some(c);
     }
     levels
+}
+
+/// A component ONNX Runtime appends to the name of the node a fusion replaced
+/// (`MatMulAddFusion`, `SimplifiedLayerNormFusion`).
+fn is_fusion_tag(component: &str) -> bool {
+    component.len() > "Fusion".len()
+        && component.ends_with("Fusion")
+        && component.starts_with(|c: char| c.is_ascii_uppercase())
+}
+
+/// An exporter's node name component for an op: an op type, maybe numbered (`MatMul`,
+/// `Add_3`), never a module attribute (`attn`, `blocks.0`).
+fn looks_like_op(component: &str) -> bool {
+    let op = match component.rsplit_once('_') {
+        Some((op, n)) if n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() => op,
+        _ => component,
+    };
+    op.starts_with(|c: char| c.is_ascii_uppercase())
+        && op.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 /// `torch.nn.modules.conv.Conv2d` -> `Conv2d`, the form TorchScript's module hierarchy uses.
@@ -230,6 +258,17 @@ mod tests {
         assert!(legacy_scope("Conv_0").is_empty());
         assert!(legacy_scope("").is_empty());
         assert_eq!(paths(&legacy_scope("/stem/Conv")), ["stem"]);
+    }
+
+    #[test]
+    fn a_fusion_tag_of_onnx_runtime_is_no_module() {
+        let s = legacy_scope("/blocks.0/attn/MatMul/MatMulAddFusion");
+        assert_eq!(paths(&s), ["blocks.0", "blocks.0.attn"]);
+        let s = legacy_scope("/blocks.0/attn/MatMul_1/MatMulScaleFusion/");
+        assert_eq!(paths(&s), ["blocks.0", "blocks.0.attn"]);
+        // A module whose name ends so, under a module component, stays a module.
+        let s = legacy_scope("/late/LateFusion/Conv");
+        assert_eq!(paths(&s), ["late", "late.LateFusion"]);
         // Nested containers and a ModuleList, as torch 2.13's legacy exporter names them.
         let s = legacy_scope("/body/body.0/seq/seq.1/seq.1.1/Conv");
         assert_eq!(

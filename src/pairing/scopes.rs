@@ -244,6 +244,10 @@ impl CallCounter {
         });
         let call = match (base, legacy_suffix(&seen.1, norm)) {
             (Some(base), Some(n)) => base + n,
+            // The name without a suffix is the first call, though a graph tool moved a node
+            // of `relu_1` before it (ONNX Runtime hoists a mask's Where to the graph's top);
+            // once that name was seen, its op coming again is a further call.
+            (Some(base), None) if !self.legacy_calls.contains_key(&seen) => base,
             _ => *counter,
         };
         *counter = (*counter).max(call + 1);
@@ -348,6 +352,30 @@ mod tests {
         }
         let keys = assign_keys(&values, &|_| false, Some(&torch));
         assert_eq!(keys[1].as_deref(), Some("b#0/b.relu#1"));
+    }
+
+    #[test]
+    fn a_first_call_named_without_suffix_stays_first_when_a_later_call_comes_before_it() {
+        let torch: HashSet<String> = ["l", "l.attention", "l.attention.key"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // ONNX Runtime hoisted both calls' mask Where to the top, the second call's first.
+        let mut values = vec![
+            value(0, &["l", "l.attention_1"]),
+            value(1, &["l", "l.attention"]),
+            value(2, &["l", "l.attention", "l.attention.key"]),
+            value(3, &["l", "l.attention"]),
+            value(4, &["l", "l.attention_1"]),
+        ];
+        for v in &mut values {
+            v.node = format!("/{}/Op", v.scope.last().unwrap().path);
+        }
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[0].as_deref(), Some("l#0/l.attention#1"));
+        assert_eq!(keys[1].as_deref(), Some("l#0/l.attention#0"));
+        assert_eq!(keys[3].as_deref(), Some("l#0/l.attention#0"));
+        assert_eq!(keys[4].as_deref(), Some("l#0/l.attention#1"));
     }
 
     #[test]
