@@ -11,6 +11,7 @@
 //! they are listed as uncapturable, with the reason their node stays.
 
 use super::control_flow::{make_observable, Kept};
+use super::fused_sums;
 pub(crate) use super::graph_edit::{collect_used_names, subgraphs};
 use super::proto;
 use super::scope::{has_scope_record, node_scope, node_source, node_stack};
@@ -63,6 +64,7 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
     }
     let mut exposed_model = model.clone();
     let kept = make_observable(&mut exposed_model);
+    fused_sums::make_observable(&mut exposed_model);
     let graph = exposed_model.graph.as_ref().expect("checked above");
     let order = topological_order(graph)?;
 
@@ -80,22 +82,37 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
             .filter(|n| !n.is_empty())
             .cloned()
             .collect();
-        for (k, out) in node.output.iter().enumerate() {
+        let op = op_name(node);
+        for (k, out) in outputs_in_order(node) {
             // An empty name is an optional output the node does not produce.
             if out.is_empty() || !seen.insert(out.as_str()) {
                 continue;
             }
+            let (op_type, input_names) = match sum_of(node) {
+                Some(_) if k == fused_sums::SUM_OUTPUT => {
+                    (fused_sums::sum_op_name(&op), input_names.clone())
+                }
+                // The normalised output is computed from the sum (and the norm's weights).
+                Some(sum) => (
+                    op.clone(),
+                    std::iter::once(sum)
+                        .chain(node.input.get(2))
+                        .cloned()
+                        .collect(),
+                ),
+                None => (op.clone(), input_names.clone()),
+            };
             values.push(ExposedValue {
                 name: out.clone(),
                 node_index: i,
                 output_index: k,
                 node_name: node.name().to_string(),
-                op_type: op_name(node),
+                op_type,
                 scope: scope.clone(),
                 scope_recorded: has_scope_record(node),
                 source: source.clone(),
                 source_stack: source_stack.clone(),
-                input_names: input_names.clone(),
+                input_names,
             });
         }
         for (attr, sub) in subgraphs(node) {
@@ -118,6 +135,27 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
         values,
         uncapturable,
     })
+}
+
+/// A node's outputs with their positions, an intermediate the node computes (a fused
+/// residual sum) before the outputs computed from it.
+fn outputs_in_order(node: &proto::NodeProto) -> Vec<(usize, &String)> {
+    let mut outputs: Vec<(usize, &String)> = node.output.iter().enumerate().collect();
+    if sum_of(node).is_some() {
+        outputs.sort_by_key(|&(k, _)| k != fused_sums::SUM_OUTPUT);
+    }
+    outputs
+}
+
+/// The name of the residual sum `node` computes as an output, if it is a fused
+/// residual-and-norm that outputs it.
+fn sum_of(node: &proto::NodeProto) -> Option<&String> {
+    if !fused_sums::has_sum_output(node) {
+        return None;
+    }
+    node.output
+        .get(fused_sums::SUM_OUTPUT)
+        .filter(|o| !o.is_empty())
 }
 
 /// `Conv` for the default domain, `domain::Op` otherwise, so a custom op is never mistaken
@@ -311,6 +349,38 @@ mod tests {
         let mut n = node("n", "Relu", &["x"], &["y"]);
         n.domain = Some("ai.onnx".into());
         assert_eq!(op_name(&n), "Relu");
+    }
+
+    #[test]
+    fn a_fused_residual_norm_gives_its_sum_first_and_normalises_it() {
+        let mut n = node(
+            "SkipLayerNorm_AddBias_0",
+            "SkipLayerNormalization",
+            &["x", "skip", "gamma", "beta", "bias"],
+            &["y"],
+        );
+        n.domain = Some("com.microsoft".into());
+        let e = expose_all(&model(vec![n], &["y"])).unwrap();
+        let sum = "y::input_skip_bias_sum";
+        let names: Vec<&str> = e.values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, [sum, "y"]);
+        let ops: Vec<&str> = e.values.iter().map(|v| v.op_type.as_str()).collect();
+        assert_eq!(
+            ops,
+            [
+                "com.microsoft::SkipLayerNormalization.sum",
+                "com.microsoft::SkipLayerNormalization"
+            ]
+        );
+        assert_eq!(
+            e.values[0].input_names,
+            ["x", "skip", "gamma", "beta", "bias"]
+        );
+        assert_eq!(e.values[1].input_names, [sum, "gamma"]);
+        // The model answers as before, and returns the sum too.
+        let g = e.model.graph.as_ref().unwrap();
+        assert_eq!(g.output[0].name(), "y");
+        assert!(g.output.iter().any(|o| o.name() == sum));
     }
 
     #[test]

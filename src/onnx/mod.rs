@@ -15,6 +15,7 @@ pub mod control_flow;
 pub mod convert;
 pub mod dequantize;
 pub mod expose;
+pub mod fused_sums;
 pub mod graph_edit;
 pub mod inline_if;
 pub mod model;

@@ -70,6 +70,7 @@ pub fn cut(
     // The values to fetch and feed are those of the graph the capture ran, control flow
     // made observable (a no-op when done before).
     super::control_flow::make_observable(model);
+    super::fused_sums::make_observable(model);
     // Cut where the capture looked: a quantised value is its float, fed and fetched as such.
     let contract_outputs = model.graph.as_ref().map_or(0, |g| g.output.len());
     super::dequantize::make_observable(model, contract_outputs);

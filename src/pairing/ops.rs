@@ -117,7 +117,10 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         "Softmax" | "LogSoftmax" => &["softmax"],
         // `arith` for the ops whose decomposition may end in any of them (a GELU's Mul, a
         // Linear's bias Add, a LayerNorm's last Add).
-        "Add" | "Sub" => &["add", "arith"],
+        // The residual sum a fused residual-and-norm outputs (`onnx::fused_sums`).
+        "Add" | "Sub" | "SkipLayerNormalization.sum" | "SkipSimplifiedLayerNormalization.sum" => {
+            &["add", "arith"]
+        }
         "Mul" | "Div" => &["mul", "arith"],
         "Where" => &["where", "arith"],
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => &["pool"],

@@ -6,7 +6,8 @@
 //! from the JSON report as CI reads it: every clean model passes, the optimiser's
 //! LayerNorms are compared with the
 //! SkipLayerNormalization nodes that compute them (placed by the dataflow where the graph has
-//! scopes, by order where it has none), a GELU module with the fused GELU node, and every
+//! scopes, by order where it has none), the residual Adds with the sums those nodes output,
+//! a GELU module with the fused GELU node, and every
 //! planted fault is still named at the module
 //! that carries it.
 
@@ -60,12 +61,27 @@ fn optimised_clean_models_pass_with_their_fused_nodes_compared() {
             .flatten()
             .filter(|(op, _)| op.ends_with("Gelu"))
             .count();
+        // A residual Add with the sum its SkipLayerNormalization outputs.
+        let residual_sums = report["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| {
+                l["onnx_op"]
+                    .as_str()
+                    .unwrap_or("")
+                    .ends_with("SkipLayerNormalization.sum")
+            })
+            .filter(|l| l["torch_op"] == "aten::add")
+            .count();
         let transformer_optimiser = entry["tool"] != "onnxslim";
         let too_few = transformer_optimiser
-            && (fused_layer_norms < 3 || (gelus_in_graph > 0 && fused_gelus == 0));
+            && (fused_layer_norms < 3
+                || residual_sums < 3
+                || (gelus_in_graph > 0 && fused_gelus == 0));
         if code != 0 || too_few {
             failures.push(format!(
-                "{name}: exit {code}, {}, {fused_layer_norms} LayerNorm(s) compared with a SkipLayerNormalization, {fused_gelus} GELU(s) with a fused GELU node; stderr: {}",
+                "{name}: exit {code}, {}, {fused_layer_norms} LayerNorm(s) compared with a SkipLayerNormalization, {residual_sums} residual Add(s) with its sum, {fused_gelus} GELU(s) with a fused GELU node; stderr: {}",
                 summary(&report),
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
