@@ -135,12 +135,35 @@ impl Pairer<'_> {
                         self.state.swap(t, other, PairedBy::Dataflow);
                         self.state.off_dataflow.remove(&other);
                     }
-                    None => {
-                        self.state.off_dataflow.insert(t);
-                    }
+                    None => match self.merged_copy_of(t, &needed) {
+                        Some(original) => self.mark_merged_copy(t, original),
+                        // Its value is computed in a node no scope places (a residual Add
+                        // inside ONNX Runtime's SkipLayerNormalization): undone, for the
+                        // `scopeless` pass to place.
+                        None if self.free_scopeless_keeps(t, &needed) => {
+                            self.state.unassign(t);
+                        }
+                        None => {
+                            self.state.off_dataflow.insert(t);
+                        }
+                    },
                 },
             }
         }
+    }
+
+    /// Whether a free ONNX value without a module call (a scope-less fused node's), of
+    /// `t`'s kind and shape, is computed from the producers' twins `needed`.
+    fn free_scopeless_keeps(&self, t: usize, needed: &[usize]) -> bool {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        ov.iter().any(|c| {
+            self.onnx_keys[c.id].is_none()
+                && is_layer_candidate(c)
+                && !self.state.is_taken(c.id)
+                && same_shape(&tv[t], c)
+                && compatible(&tv[t].op, &c.op)
+                && computed_from_all(ov, c.id, needed)
+        })
     }
 
     /// Sibling pairs (the same TorchScript op and shape, the same ONNX op, computed from the

@@ -16,9 +16,13 @@
 //! the later pairs compare. Two such values of one scope (a query and a key transposed from
 //! one input) are left to the alignment: a merged node still sits in their scope, where the
 //! values choose between them; so are ops with weights (a Conv, a Linear, a norm), which a
-//! fault can change in one of two copies. This reads TorchScript's values only.
+//! fault can change in one of two copies. Marking reads TorchScript's values only; a copy of
+//! one scope is settled after the alignment, by the dataflow check (`merged_copy_of`): when
+//! its twin is not computed from its producers' twins and the earlier copy's is, the graph
+//! kept one node for both.
 
-use super::{is_layer_candidate, ops, Pairer};
+use super::dataflow::{computed_from_all, nearest_producer_twins};
+use super::{is_layer_candidate, ops, same_shape, PairedBy, Pairer};
 use crate::capture::CapturedValue;
 use std::collections::HashMap;
 
@@ -54,6 +58,70 @@ impl Pairer<'_> {
             );
             self.state.identities.insert(t);
             self.state.reason.insert(t, (reason, true));
+        }
+    }
+}
+
+impl Pairer<'_> {
+    /// An earlier TorchScript value that computes what `t` computes (the same op on the same
+    /// tensors, equal element for element, no weights) and whose twin is computed from the
+    /// producers' twins `needed`: where `t`'s own twin is not, a simplifier merged the two
+    /// copies of one scope into that one node (timm's CoaT slices each stream's class token
+    /// twice, onnxslim keeps one Slice), and the alignment gave `t` the next node of its
+    /// shape, another stream's.
+    pub(super) fn merged_copy_of(&self, t: usize, needed: &[usize]) -> Option<usize> {
+        let tv = &self.torch.values;
+        let v = &tv[t];
+        if !is_layer_candidate(v) || v.inputs.is_empty() || weighted(&v.op) {
+            return None;
+        }
+        tv[..t].iter().map(|u| u.id).find(|&u| {
+            tv[u].op == v.op
+                && tv[u].shape == v.shape
+                && tv[u].dtype == v.dtype
+                && same_inputs(tv, &tv[u], v)
+                && self
+                    .state
+                    .twin(u)
+                    .is_some_and(|o| computed_from_all(&self.onnx.values, o, needed))
+                && same_data(&tv[u], v)
+        })
+    }
+
+    /// `t` computes what `original` computes, in one node: not compared, covered. The node
+    /// it held goes to the value of its call still without a twin that it is computed for
+    /// (the slice of the other stream, which the order left over).
+    pub(super) fn mark_merged_copy(&mut self, t: usize, original: usize) {
+        let freed = self.state.unassign(t);
+        let reason = format!(
+            "computes what {} computes (the same op on the same inputs; a simplifier merged the two)",
+            self.torch.values[original].name
+        );
+        self.state.identities.insert(t);
+        self.state.reason.insert(t, (reason, true));
+        if let Some(o) = freed {
+            if let Some(owner) = self.open_value_computed_as(t, o) {
+                self.state.assign(owner, o, PairedBy::Dataflow, false);
+            }
+        }
+    }
+
+    /// The one later value of `t`'s call, without a twin, of ONNX value `o`'s kind and shape,
+    /// that `o` is computed from the producers' twins of.
+    fn open_value_computed_as(&self, t: usize, o: usize) -> Option<usize> {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let call = self.torch_groups.values().find(|ids| ids.contains(&t))?;
+        let mut owners = call.iter().copied().filter(|&u| {
+            u > t
+                && !self.state.is_paired(u)
+                && !self.state.identities.contains(&u)
+                && same_shape(&tv[u], &ov[o])
+                && ops::compatible(&tv[u].op, &ov[o].op)
+                && computed_from_all(ov, o, &nearest_producer_twins(tv, |v| self.twin(v), u))
+        });
+        match (owners.next(), owners.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
         }
     }
 }

@@ -2575,3 +2575,100 @@ fn towers_of_a_scopeless_graph_pair_within_the_inputs_they_are_computed_from() {
         assert_eq!(pair_of(&p, tv).map(|l| l.onnx), Some(ov), "{name}");
     }
 }
+
+/// A block slices the class token of stream `a` twice (for two resamplings) and that of
+/// stream `c` once; a simplifier merged the two slices of `a`, both of the block's scope,
+/// and sorted the slice of `c` before the product of `a`'s. The order gives the second slice
+/// of `a` the slice of `c`, which it is not computed from; the merged node computes it:
+/// covered, and the slice of `c` pairs with its own.
+#[test]
+fn a_copy_merged_with_an_earlier_one_of_its_scope_is_covered_not_crossed() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let a = t.op("aten::linear", "blk.a", &[ti], &[1.0, 2.0]);
+    let c = t.op("aten::linear", "blk.c", &[ti], &[5.0, 6.0]);
+    let a1 = t.op("aten::slice", "blk", &[a], &[10.0, 20.0]);
+    let r1 = t.op("aten::relu", "blk", &[a1], &[10.0, 20.0]);
+    let a2 = t.op("aten::slice", "blk", &[a], &[10.0, 20.0]);
+    let m = t.op("aten::mul", "blk", &[a2, r1], &[100.0, 400.0]);
+    let c1 = t.op("aten::slice", "blk", &[c], &[50.0, 60.0]);
+    let s = t.op("aten::add", "blk", &[m, c1], &[150.0, 460.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oa = o.op("Gemm", "blk.a", &[oi], &[1.0, 2.0]);
+    let oc = o.op("Gemm", "blk.c", &[oi], &[5.0, 6.0]);
+    let oa1 = o.op("Slice", "blk", &[oa], &[10.0, 20.0]);
+    let or1 = o.op("Relu", "blk", &[oa1], &[10.0, 20.0]);
+    let oc1 = o.op("Slice", "blk", &[oc], &[50.0, 60.0]);
+    let om = o.op("Mul", "blk", &[oa1, or1], &[100.0, 400.0]);
+    let os = o.op("Add", "blk", &[om, oc1], &[150.0, 460.0]);
+    o.output(0, os);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    assert_eq!(pair_of(&p, a1).unwrap().onnx, oa1);
+    assert!(
+        pair_of(&p, a2).is_none(),
+        "the merged copy has no node of its own"
+    );
+    let u = p.unpaired.iter().find(|u| u.id == a2).unwrap();
+    assert!(
+        u.accounted && u.reason.contains("computes what v3 computes"),
+        "{}",
+        u.reason
+    );
+    assert_eq!(pair_of(&p, c1).unwrap().onnx, oc1);
+    assert_eq!(pair_of(&p, m).unwrap().onnx, om);
+    assert!(p.layers.iter().all(|l| l.follows_dataflow));
+    assert_eq!(p.coverage.torch_ratio(), 1.0);
+}
+
+/// A GPT-J block adds the attention's and the MLP's outputs, then the residual. ONNX
+/// Runtime's transformer optimiser named the MLP's bias Add without a scope (it joins the
+/// block's call, which it feeds) and fused the residual Add into a scope-less
+/// SkipLayerNormalization, whose sum capture exposes. The order gives the residual Add the
+/// bias Add; no value of the block repairs it, so it is undone and meets the sum.
+#[test]
+fn an_add_off_the_dataflow_meets_the_scopeless_sum_that_computes_it() {
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let attn = [2.0, 1.0, 4.0, 3.0];
+    let mlp = [0.5, 0.25, 0.75, 1.0];
+    let both = [2.5, 1.25, 4.75, 4.0];
+    let residual = [3.5, 3.25, 7.75, 8.0];
+    let norm = [0.0, -1.0, 1.0, 0.0];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let ta = t.op("aten::linear", "h.attn", &[ti], &attn);
+    let tm = t.op("aten::linear", "h.mlp", &[ti], &mlp);
+    let s1 = t.op("aten::add", "h", &[ta, tm], &both);
+    let s2 = t.op("aten::add", "h", &[s1, ti], &residual);
+    let tn = t.op("aten::layer_norm", "ln", &[s2], &norm);
+    t.output(0, tn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oa = o.op("MatMul", "h.attn", &[oi], &attn);
+    let omm = o.op("MatMul", "", &[oi], &[0.4, 0.2, 0.7, 0.9]);
+    let obias = o.op("Add", "", &[omm], &mlp);
+    let os1 = o.op("Add", "h", &[oa, obias], &both);
+    let sum = o.op(
+        "com.microsoft::SkipLayerNormalization.sum",
+        "",
+        &[os1, oi],
+        &residual,
+    );
+    let on = o.op("com.microsoft::SkipLayerNormalization", "", &[sum], &norm);
+    for v in [omm, obias, sum, on] {
+        o.values[v].scope_recorded = false;
+        o.values[v].scope.clear();
+        o.values[v].node = format!("Fused_{v}");
+    }
+    o.output(0, on);
+    let p = pair(&t.build(), &o.build()).unwrap();
+
+    assert_eq!(pair_of(&p, s1).unwrap().onnx, os1);
+    let residual_add = pair_of(&p, s2).expect("the residual add is paired");
+    assert_eq!(residual_add.onnx, sum);
+    assert_eq!(pair_of(&p, tn).unwrap().onnx, on);
+    assert!(p.layers.iter().all(|l| l.follows_dataflow));
+    assert!(p.layers.iter().all(|l| l.onnx != obias || l.torch == tm));
+}
