@@ -108,12 +108,31 @@ pub fn assign_keys(
         }
         keys.push(Some(calls.key_of(v, &levels(v, torch_paths))));
     }
+    let consumers = consumers_of(values);
+    // Latest first: a value's consumers come after it, so theirs are settled.
     for &i in unknown.iter().rev() {
-        let next = keys[i + 1..].iter().flatten().next();
-        let prev = keys[..i].iter().rev().flatten().next();
-        keys[i] = next.or(prev).cloned();
+        keys[i] = consumers[i]
+            .iter()
+            .filter(|&&c| keys[c].is_some())
+            .min()
+            .and_then(|&c| keys[c].clone());
     }
     keys
+}
+
+/// Each value's consumers, by position; a value's `id` is its position in `values`. A value
+/// of no recorded scope joins the call of its earliest consumer that has one: the call it
+/// feeds. One whose consumers have none (an optimiser's MatMul feeding its fused
+/// LayerNorm) joins no call: the dataflow places it, like the fused node, rather than the
+/// call that merely ran before it.
+fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
+    let mut consumers = vec![Vec::new(); values.len()];
+    for (k, v) in values.iter().enumerate() {
+        for &u in v.inputs.iter().filter(|&&u| u < k) {
+            consumers[u].push(k);
+        }
+    }
+    consumers
 }
 
 /// A value's scope levels that name modules, each with its path normalised onto the
@@ -467,11 +486,37 @@ mod tests {
         ];
         values[1].scope_recorded = false;
         values[3].scope_recorded = false;
+        values[1].inputs = vec![0];
+        values[2].inputs = vec![1];
+        values[3].inputs = vec![2];
         let keys = assign_keys(&values, &|_| false, None);
         assert_eq!(keys[0].as_deref(), Some("a#0"));
-        assert_eq!(keys[1].as_deref(), Some("a#0"));
+        assert_eq!(keys[1].as_deref(), Some("a#0"), "it feeds a's call");
         assert_eq!(keys[2].as_deref(), Some("a#0"));
-        assert_eq!(keys[3].as_deref(), Some("a#0"));
+        // It feeds no call: the call that ran before it is not its own.
+        assert_eq!(keys[3], None);
+    }
+
+    /// An optimiser's MatMul of one block's MLP feeds only a fused norm (which joins no
+    /// call), after another module's call ran: it joins neither.
+    #[test]
+    fn a_value_of_no_scope_joins_the_call_it_feeds_not_the_one_before_it() {
+        let mut values = vec![
+            value(0, &["attn"]),
+            value(1, &[]),
+            value(2, &[]),
+            value(3, &["head"]),
+        ];
+        values[1].scope_recorded = false;
+        values[2].scope_recorded = false;
+        values[2].op = "com.microsoft::SkipLayerNormalization".into();
+        values[1].inputs = vec![0];
+        values[2].inputs = vec![1];
+        values[3].inputs = vec![2];
+        let keys = assign_keys(&values, &|_| false, None);
+        assert_eq!(keys[1], None);
+        assert_eq!(keys[2], None);
+        assert_eq!(keys[3].as_deref(), Some("head#0"));
     }
 
     #[test]
