@@ -43,6 +43,7 @@ mod repeated_calls;
 mod scoped;
 mod scopes;
 mod shared_instances;
+mod sibling_outputs;
 mod split_outputs;
 mod state;
 mod taken_part;

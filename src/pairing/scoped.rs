@@ -5,6 +5,7 @@
 use super::input_reach::input_marks;
 use super::ops::{compatible, torch_families, vanishes_in_onnx};
 use super::scopes::key_path;
+use super::sibling_outputs::floats_first;
 use super::{
     align, is_layer_candidate, relative_distance, same_shape, subtree, Pair, PairedBy, Pairer,
 };
@@ -172,6 +173,9 @@ impl Pairer<'_> {
     /// op, and the pair is not certain. Returns (torch id, onnx id, certain).
     fn align_by_order(&self, reps: &[usize], o_ids: &[usize]) -> Vec<(usize, usize, bool)> {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        // A multi-output node's outputs in one order on both sides (`sibling_outputs`).
+        let reps = &floats_first(reps, tv)[..];
+        let o_ids = &floats_first(o_ids, ov)[..];
         let fits = |i: usize, j: usize| {
             let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
             same_shape(t, o) && compatible(&t.op, &o.op)
