@@ -214,6 +214,19 @@ def mobilevit():
     return finish(rescale_linear_init(model)), [torch.randn(1, 3, 32, 32)]
 
 
+def xcit():
+    """timm XCiT: image 32, patch 8 (16 tokens), one block and one class-attention block,
+    embed dim 32. Its patch embedding returns the token grid's size next to the tokens
+    (`x, (Hp, Wp)`), and the Fourier positional encoding is computed from that size alone:
+    constant with static shapes, so a simplifier folds all of it into one initializer.
+    Cross-covariance attention normalises queries and keys with F.normalize (a vector norm,
+    then a clamp holding the same values)."""
+    from timm.models.xcit import Xcit
+    model = Xcit(img_size=32, patch_size=8, in_chans=3, num_classes=10, embed_dim=32, depth=1,
+                 num_heads=2, cls_attn_layers=1, eta=1.0)
+    return finish(rescale_linear_init(model)), [torch.randn(1, 3, 32, 32)]
+
+
 # Ultralytics --------------------------------------------------------------------------------
 
 YOLO_IMGSZ = 64

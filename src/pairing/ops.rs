@@ -54,7 +54,8 @@ pub fn torch_families(op: &str) -> Vec<&'static str> {
         | "adaptive_avg_pool1d"
         | "adaptive_avg_pool2d"
         | "adaptive_max_pool2d" => &["pool"],
-        "mean" | "sum" | "amax" | "amin" | "max" | "min" | "prod" | "norm" | "var" | "std" => {
+        "mean" | "sum" | "amax" | "amin" | "max" | "min" | "prod" | "norm" | "var" | "std"
+        | "linalg_vector_norm" | "linalg_norm" | "frobenius_norm" | "logsumexp" => {
             &["reduce", "pool"]
         }
         "upsample_nearest1d"
@@ -124,7 +125,8 @@ pub fn onnx_families(op: &str) -> Vec<&'static str> {
         "Mul" | "Div" => &["mul", "arith"],
         "Where" => &["where", "arith"],
         "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool" => &["pool"],
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" => {
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
+        | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => {
             &["reduce", "pool"]
         }
         "Resize" | "Upsample" | "DepthToSpace" => &["resize"],
@@ -282,6 +284,10 @@ mod tests {
             "com.microsoft::SkipLayerNormalization"
         ));
         assert!(compatible("aten::gelu", "com.microsoft::FastGelu"));
+        // `F.normalize`'s norm (XCiT's query and key): a reduction, not an unlisted op that
+        // only its value could place, next to a Clip that holds the same value.
+        assert!(compatible("aten::linalg_vector_norm", "ReduceL2"));
+        assert!(compatible("aten::logsumexp", "ReduceLogSumExp"));
     }
 
     #[test]
@@ -291,5 +297,6 @@ mod tests {
         assert!(!compatible("aten::upsample_bilinear2d", "Concat"));
         assert!(!compatible("aten::add", "Mul"));
         assert!(!compatible("aten::mul", "Add"));
+        assert!(!compatible("aten::linalg_vector_norm", "Clip"));
     }
 }
