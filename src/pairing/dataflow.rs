@@ -153,8 +153,13 @@ impl Pairer<'_> {
     }
 
     /// Whether a free ONNX value without a module call (a scope-less fused node's), of
-    /// `t`'s kind and shape, is computed from the producers' twins `needed`.
+    /// `t`'s kind and shape, is computed from the producers' twins `needed`. Only where the
+    /// graph has scopes: in one without any, every value lacks a call, and undoing would hand
+    /// a branch's conv to its sibling's (SKNet's two paths and its downsample read one input).
     fn free_scopeless_keeps(&self, t: usize, needed: &[usize]) -> bool {
+        if !self.onnx_has_scopes {
+            return false;
+        }
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         ov.iter().any(|c| {
             self.onnx_keys[c.id].is_none()
