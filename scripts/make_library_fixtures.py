@@ -51,7 +51,7 @@ from fixtures_lib import library_models as lm  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "lib")
-MAX_TOTAL_BYTES = 16 * 2**20
+MAX_TOTAL_BYTES = 15 * 2**20
 
 TEXT_IN = ["input_ids", "attention_mask"]
 
@@ -112,13 +112,14 @@ SPECS = {
               "inside the bn module. The transformers use timm's fused attention "
               "(F.scaled_dot_product_attention)."),
     "xcit": dict(
-        make=lm.xcit, inputs=["input"], outputs=["logits"], exporters=["legacy", "dynamo"],
+        make=lm.xcit, inputs=["input"], outputs=["logits"], exporters=["legacy"],
         exercises=["constant_from_sizes", "tuple_return", "layernorm", "gelu", "residual"],
         notes="timm Xcit (image 32, patch 8, 1 block + 1 class-attention block, embed 32). "
               "patch_embed returns (x, (Hp, Wp)) and pos_embed computes a Fourier encoding "
-              "from Hp, Wp only (arange, sin/cos, a 1x1 Conv): constant, which the legacy "
-              "exporter still computes in the graph and onnxslim folds (xcit_slim). "
-              "F.normalize of q and k: linalg_vector_norm -> ReduceL2, clamp_min -> Clip."),
+              "from Hp, Wp only (arange, sin/cos, a 1x1 Conv), which the legacy exporter "
+              "computes in the graph. F.normalize of q and k: linalg_vector_norm -> ReduceL2, "
+              "clamp_min -> Clip. Legacy only: where dynamo or onnxslim fold the encoding, the "
+              "TorchScript side still counts it (issue #20, item 4)."),
     "yolo": dict(
         make=lm.yolo_detection_model, inputs=["images"], outputs=["output0"],
         exporters=["legacy", "dynamo"], trace_kwargs=dict(check_trace=False),
@@ -479,7 +480,6 @@ def main():
     # tracing walks a model; nothing here uses them.
     warnings.filterwarnings("ignore", category=FutureWarning)
     extras = [make_yolo_ultralytics, lambda: make_slim("bert"), lambda: make_slim("vit"),
-              lambda: make_slim("xcit"),
               lambda: make_fallback(strip=True), lambda: make_fallback(strip=False)]
     return driver.run(FAMILY, extras=extras, faults=make_faults)
 

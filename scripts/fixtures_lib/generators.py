@@ -30,7 +30,7 @@ GENERATORS = (
               "tests/fixtures/manifest.json", size="1 MB", seconds=20),
     Generator("make_library_fixtures.py", "tests/fixtures/lib/: transformers, timm and "
               "Ultralytics models, their library exports and planted faults",
-              "tests/fixtures/lib/manifest.json", size="16 MB", seconds=100),
+              "tests/fixtures/lib/manifest.json", size="15 MB", seconds=100),
     Generator("make_value_fixtures.py", "tests/fixtures/vk_*/ and value_kinds.json: "
               "dtypes, zero-size and 0-d values, nested outputs, unused arguments",
               "tests/fixtures/value_kinds.json", size="0.6 MB", seconds=25),

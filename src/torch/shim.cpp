@@ -300,18 +300,6 @@ void collect_carried(torch::jit::Block* block, Carried& carried) {
   }
 }
 
-// The value packed into a tuple or list in the graph that unpacked value `v` is, or null.
-const Value* packed_element(const Value* v) {
-  const Node* n = v->node();
-  if (n->kind() != c10::prim::TupleUnpack && n->kind() != c10::prim::ListUnpack) return nullptr;
-  const Node* pack = n->input(0)->node();
-  if ((pack->kind() != c10::prim::TupleConstruct && pack->kind() != c10::prim::ListConstruct) ||
-      pack->inputs().size() != n->outputs().size()) {
-    return nullptr;
-  }
-  return pack->input(v->offset());
-}
-
 // Ids of captured tensors that `v` was computed from, looking through non-tensor glue such
 // as prim::ListConstruct (the list argument of aten::cat) and loop-carried parameters.
 void collect_producers(const Value* v,
@@ -332,14 +320,6 @@ void collect_producers(const Value* v,
   }
   const Node* n = v->node();
   if (n->kind() == c10::prim::Param || n->kind() == c10::prim::Constant) return;
-  // One element unpacked from a tuple or list built in the graph comes from that element
-  // alone: the sizes a patch embedding returns next to its tensor (`x, (H, W)`) are not
-  // computed from that tensor, and what is computed from them only is constant.
-  const Value* element = packed_element(v);
-  if (element != nullptr) {
-    collect_producers(element, ids, carried, out, depth + 1);
-    return;
-  }
   // Reading a tensor's dtype, device, rank or sizes is not a data dependency: an `arange`
   // sized and typed after the input computes the same values whatever the input holds.
   static const std::unordered_set<std::string> metadata_reads = {
@@ -491,9 +471,7 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
     for (Value* out : node->outputs()) {
       if (!is_tensor(out)) continue;
       std::vector<size_t> producers;
-      const Value* element = packed_element(out);
-      if (element != nullptr) collect_producers(element, ids, carried, producers, 0);
-      for (size_t i = 0; i < node->inputs().size() && element == nullptr; ++i) {
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
         if (!metadata_argument(node, i)) {
           collect_producers(node->input(i), ids, carried, producers, 0);
         }
