@@ -108,8 +108,12 @@ pub fn assign_keys(
         }
         keys.push(Some(calls.key_of(v, &levels(v, torch_paths))));
     }
-    let consumers = consumers_of(values);
-    // Latest first: a value's consumers come after it, so theirs are settled.
+    // A value of no recorded scope joins the call of its earliest consumer that has one: the
+    // call it feeds. One whose consumers have none (an optimiser's MatMul feeding its fused
+    // LayerNorm) joins no call: the dataflow places it, like the fused node, rather than the
+    // call that merely ran before it. Latest first: a value's consumers come after it, so
+    // theirs are settled.
+    let consumers = super::consumers_of(values);
     for &i in unknown.iter().rev() {
         keys[i] = consumers[i]
             .iter()
@@ -118,21 +122,6 @@ pub fn assign_keys(
             .and_then(|&c| keys[c].clone());
     }
     keys
-}
-
-/// Each value's consumers, by position; a value's `id` is its position in `values`. A value
-/// of no recorded scope joins the call of its earliest consumer that has one: the call it
-/// feeds. One whose consumers have none (an optimiser's MatMul feeding its fused
-/// LayerNorm) joins no call: the dataflow places it, like the fused node, rather than the
-/// call that merely ran before it.
-fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
-    let mut consumers = vec![Vec::new(); values.len()];
-    for (k, v) in values.iter().enumerate() {
-        for &u in v.inputs.iter().filter(|&&u| u < k) {
-            consumers[u].push(k);
-        }
-    }
-    consumers
 }
 
 /// A value's scope levels that name modules, each with its path normalised onto the
