@@ -161,13 +161,15 @@ fn expected(fixture: &str) -> Value {
 }
 
 #[test]
-fn clean_int8_models_pass_by_their_own_tolerance_with_a_ranking() {
+fn clean_8bit_models_pass_by_their_own_tolerance_with_a_ranking() {
     for fixture in ["quantized/resnet_tiny_qdq", "quantized/cnn_qdq"] {
         let (code, report, output) = check_fixture(fixture, &[]);
         let q = &report["quantized"];
         assert_eq!(code, 0, "{fixture}: {}", stdout_of_check(&output));
         assert_eq!(q["format"], "qdq", "{fixture}");
-        assert_eq!(q["integer_types"], serde_json::json!(["int8"]), "{fixture}");
+        // Unsigned 8-bit throughout (scripts/make_quantized_fixtures.py: U8U8 gives the same
+        // answer on x86 CPUs with and without VNNI).
+        assert_eq!(q["integer_types"], serde_json::json!(["uint8"]), "{fixture}");
         // The output SQNR is the one ONNX Runtime measured in Python on the same inputs.
         let measured = expected(fixture)["output_sqnr_db"].as_f64().unwrap();
         let sqnr = q["output_sqnr_db"].as_f64().unwrap();
@@ -190,7 +192,7 @@ fn clean_int8_models_pass_by_their_own_tolerance_with_a_ranking() {
         );
         assert!(q["nodes_to_exclude"].as_array().unwrap().is_empty());
         let text = stdout_of_check(&output);
-        assert!(text.contains("quantised model (QDQ int8"), "{text}");
+        assert!(text.contains("quantised model (QDQ uint8"), "{text}");
     }
 }
 
@@ -248,10 +250,19 @@ fn an_int8_layer_that_loses_too_much_is_named_with_an_exclude_list() {
         report["quantized"]
     );
 
-    // The rule is the user's to set.
+    // The rule is the user's to set. (The production session is left out: this signed int8
+    // model's fused QLinearConv kernels saturate on x86 CPUs without VNNI, which that gate
+    // rightly reports there; it is not what this part checks.)
     let (code, report, _) = check_fixture(
         fixture,
-        &["--quant-layer-sqnr", "25", "--quant-output-sqnr", "30"],
+        &[
+            "--quant-layer-sqnr",
+            "25",
+            "--quant-output-sqnr",
+            "30",
+            "--production",
+            "off",
+        ],
     );
     assert_eq!(code, 0);
     assert_eq!(report["quantized"]["rule"]["output_db"], 30.0);
