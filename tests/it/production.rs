@@ -169,7 +169,11 @@ fn clean_8bit_models_pass_by_their_own_tolerance_with_a_ranking() {
         assert_eq!(q["format"], "qdq", "{fixture}");
         // Unsigned 8-bit throughout (scripts/make_quantized_fixtures.py: U8U8 gives the same
         // answer on x86 CPUs with and without VNNI).
-        assert_eq!(q["integer_types"], serde_json::json!(["uint8"]), "{fixture}");
+        assert_eq!(
+            q["integer_types"],
+            serde_json::json!(["uint8"]),
+            "{fixture}"
+        );
         // The output SQNR is the one ONNX Runtime measured in Python on the same inputs.
         let measured = expected(fixture)["output_sqnr_db"].as_f64().unwrap();
         let sqnr = q["output_sqnr_db"].as_f64().unwrap();
