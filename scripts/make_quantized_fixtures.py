@@ -4,15 +4,16 @@ next to the float ONNX model it was quantised from and the TorchScript model bot
 
 - resnet_tiny_qdq, cnn_qdq: QDQ uint8 (`quantize_static`, QuantFormat.QDQ, per-tensor uint8
   activations and weights, MinMax calibration; why unsigned: see U8U8 below) of two small
-  CNNs (fixtures_lib.models' ResNetTiny and a plain Conv/BN/ReLU stack), with calibrated BatchNorm statistics
-  (fixtures_lib.calibrate) so the activations are order one, as in a trained network.
+  CNNs (fixtures_lib.models' ResNetTiny and a plain Conv/BN/ReLU stack), with calibrated
+  BatchNorm statistics (fixtures_lib.calibrate) so the activations are order one, as in a
+  trained network.
 - cnn_qoperator: the same CNN in QOperator format (QLinearConv ...).
 - cnn_outlier_qdq: the same CNN, signed int8, with an outlier channel: channel 3 of
-  features.1's output carries a large constant (BatchNorm bias + OUTLIER) that the next convolution all but
-  ignores (its weights for that channel scaled by 1e-3), as trained networks sometimes have
-  it. The per-tensor int8 scale of features.2's input is then set by that channel and crushes
-  every other one: one layer introduces most of the error, and leaving it in float
-  (nodes_to_exclude) brings the output back.
+  features.1's output carries a large constant (BatchNorm bias + OUTLIER) that the next
+  convolution all but ignores (its weights for that channel scaled by 1e-3), as trained
+  networks sometimes have it. The per-tensor int8 scale of features.2's input is then set by
+  that channel and crushes every other one: one layer introduces most of the error, and
+  leaving it in float (nodes_to_exclude) brings the output back.
 - cnn_outlier_qoperator: that outlier CNN in QOperator format.
 - mlp_dynamic: an MLP by `quantize_dynamic` (DynamicQuantizeLinear + MatMulInteger).
 
