@@ -12,9 +12,8 @@
 # --check writes the same reports into a temporary folder and compares them with the committed
 # ones after blanking what legitimately changes from run to run: timings, peak memory, version
 # strings, the output folder, the checkout's absolute path and the production session's
-# full-precision distances (ONNX Runtime's optimised kernels round differently from one CPU
-# to another) (.npz files are compared by their
-# arrays, since their zip entries carry timestamps). Figures at rounding level come from the
+# full-precision distances (see normalize below); .npz files are compared by their arrays,
+# since their zip entries carry timestamps. Figures at rounding level come from the
 # CPU's float arithmetic: on another CPU family an example may need regenerating. The README
 # quotes the first lines of the fault's terminal report; --check fails when it no longer does.
 #
