@@ -19,6 +19,7 @@ mod dataflow;
 mod dataflow_owner;
 mod decomposition;
 mod duplicates;
+mod export_order;
 mod finish;
 mod folded_affine;
 mod folded_scale;
@@ -342,6 +343,9 @@ struct Pairer<'a> {
     /// Modules with child modules: their groups hold functional ops, not a module output.
     torch_parents: HashSet<String>,
     onnx_has_scopes: bool,
+    /// Each ONNX value's place in the order the exporter wrote the nodes, where a graph
+    /// tool sorted them again (`export_order`); `None`: the saved order is that order.
+    onnx_export_ranks: Option<Vec<usize>>,
     /// TorchScript values no model input reaches that are compared all the same, because
     /// their module's ONNX scope computes constants too (`computed_constants`).
     kept_constants: Vec<usize>,
@@ -413,6 +417,7 @@ impl<'a> Pairer<'a> {
             onnx_keys,
             torch_parents: parent_paths(&torch.values),
             onnx_has_scopes,
+            onnx_export_ranks: export_order::export_ranks(&onnx.values),
             kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,

@@ -152,6 +152,12 @@ pub fn compatible(torch_op: &str, onnx_op: &str) -> bool {
     }
     // Ops outside the table still pair when their names agree (aten::sigmoid / Sigmoid), and
     // so do custom ops whatever their namespace and domain (my_ops::my_add / my_ops::my_add).
+    same_op_name(torch_op, onnx_op)
+}
+
+/// Whether the two sides name the same op, namespace, domain, case, underscores and an
+/// in-place suffix aside: `aten::sub_` and `Sub`, but not `aten::sub` and `Add`.
+pub fn same_op_name(torch_op: &str, onnx_op: &str) -> bool {
     let bare = torch_op.rsplit("::").next().unwrap_or(torch_op);
     let bare = bare.strip_suffix('_').unwrap_or(bare).replace('_', "");
     let onnx_bare = onnx_op

@@ -3,13 +3,13 @@
 //! values of a call that found no twin.
 
 use super::input_reach::input_marks;
-use super::ops::{compatible, torch_families, vanishes_in_onnx};
+use super::ops::{compatible, same_op_name, torch_families, vanishes_in_onnx};
 use super::scopes::key_path;
 use super::sibling_outputs::floats_first;
 use super::{
     align, is_layer_candidate, relative_distance, same_shape, subtree, Pair, PairedBy, Pairer,
 };
-use crate::capture::ValueRole;
+use crate::capture::{CapturedValue, ValueRole};
 
 impl Pairer<'_> {
     /// A leaf module call's output is the last ONNX value of the same call with its shape.
@@ -77,12 +77,22 @@ impl Pairer<'_> {
                 continue;
             }
             // A value an earlier pass paired (a split's piece) is no place in the order.
-            let o_ids: Vec<usize> = o_ids
+            let mut o_ids: Vec<usize> = o_ids
                 .into_iter()
                 .filter(|&o| !self.state.is_taken(o))
                 .collect();
+            // The order the exporter wrote them in, where a graph tool sorted them again.
+            // Rebuilt from names, that order can still interleave two chains of one family
+            // (`x - w`, `x + w`) differently from TorchScript: there an op meets a node of
+            // another type of its family only where the scope has none of its own type.
+            let resorted = if let Some(ranks) = &self.onnx_export_ranks {
+                o_ids.sort_by_key(|&o| ranks[o]);
+                true
+            } else {
+                false
+            };
             let reps = self.representatives(&key, &t_ids);
-            for (t, o, certain) in self.align_by_order(&reps, &o_ids) {
+            for (t, o, certain) in self.align_by_order(&reps, &o_ids, resorted) {
                 self.state.assign(t, o, PairedBy::OpOrder, certain);
             }
             self.explain_in_scope(&key, &t_ids);
@@ -127,14 +137,14 @@ impl Pairer<'_> {
             for class in classes {
                 let class_reps = kept(&reps, |t| torch_marks[t] == class);
                 let class_onnx = kept(&onnx_ids, |o| onnx_marks[o] == class);
-                for (t, o, _) in self.align_by_order(&class_reps, &class_onnx) {
+                for (t, o, _) in self.align_by_order(&class_reps, &class_onnx, false) {
                     self.state.assign(t, o, PairedBy::GlobalOrder, false);
                 }
             }
         }
         let open_reps = kept(&reps, |t| !self.state.is_paired(t));
         let free_onnx = kept(&onnx_ids, |o| !self.state.is_taken(o));
-        for (t, o, _) in self.align_by_order(&open_reps, &free_onnx) {
+        for (t, o, _) in self.align_by_order(&open_reps, &free_onnx, false) {
             self.state.assign(t, o, PairedBy::GlobalOrder, false);
         }
         let groups: Vec<(String, Vec<usize>)> = self
@@ -171,14 +181,30 @@ impl Pairer<'_> {
     /// several unpaired candidates fit between the neighbouring pairs (a decomposition whose
     /// partial results have the op's shape), the values choose the one that completes the
     /// op, and the pair is not certain. Returns (torch id, onnx id, certain).
-    fn align_by_order(&self, reps: &[usize], o_ids: &[usize]) -> Vec<(usize, usize, bool)> {
+    ///
+    /// With `own_type_first`, an op meets a node of another type of its family (`aten::sub`
+    /// an `Add`) only where no node of `o_ids` has its own type and shape.
+    fn align_by_order(
+        &self,
+        reps: &[usize],
+        o_ids: &[usize],
+        own_type_first: bool,
+    ) -> Vec<(usize, usize, bool)> {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         // A multi-output node's outputs in one order on both sides (`sibling_outputs`).
         let reps = &floats_first(reps, tv)[..];
         let o_ids = &floats_first(o_ids, ov)[..];
+        let own_type =
+            |t: &CapturedValue, o: &CapturedValue| same_shape(t, o) && same_op_name(&t.op, &o.op);
+        let has_own_type: Vec<bool> = reps
+            .iter()
+            .map(|&r| own_type_first && o_ids.iter().any(|&o| own_type(&tv[r], &ov[o])))
+            .collect();
         let fits = |i: usize, j: usize| {
             let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
-            same_shape(t, o) && compatible(&t.op, &o.op)
+            same_shape(t, o)
+                && compatible(&t.op, &o.op)
+                && (!has_own_type[i] || same_op_name(&t.op, &o.op))
         };
         let found = align::align(reps.len(), o_ids.len(), fits);
         let mut out = Vec::with_capacity(found.len());
