@@ -183,7 +183,8 @@ impl Pairer<'_> {
     /// op, and the pair is not certain. Returns (torch id, onnx id, certain).
     ///
     /// With `own_type_first`, an op meets a node of another type of its family (`aten::sub`
-    /// an `Add`) only where no node of `o_ids` has its own type and shape.
+    /// an `Add`) only where no node of `o_ids` has its own type and shape, and no op of
+    /// `reps` has the node's.
     fn align_by_order(
         &self,
         reps: &[usize],
@@ -200,11 +201,15 @@ impl Pairer<'_> {
             .iter()
             .map(|&r| own_type_first && o_ids.iter().any(|&o| own_type(&tv[r], &ov[o])))
             .collect();
+        let onnx_has_own_type: Vec<bool> = o_ids
+            .iter()
+            .map(|&o| own_type_first && reps.iter().any(|&r| own_type(&tv[r], &ov[o])))
+            .collect();
         let fits = |i: usize, j: usize| {
             let (t, o) = (&tv[reps[i]], &ov[o_ids[j]]);
             same_shape(t, o)
                 && compatible(&t.op, &o.op)
-                && (!has_own_type[i] || same_op_name(&t.op, &o.op))
+                && ((!has_own_type[i] && !onnx_has_own_type[j]) || same_op_name(&t.op, &o.op))
         };
         let found = align::align(reps.len(), o_ids.len(), fits);
         let mut out = Vec::with_capacity(found.len());
