@@ -18,14 +18,31 @@
 //! then waits for nothing when nothing else is ready. Where every run is already numbered in
 //! the saved order (a graph as exported, or one no tool sorted again), the saved order is
 //! kept and nothing is computed.
+//!
+//! Many orders keep the wiring and the numbering, and the alignment skips what one side
+//! computes in another order: a node that must wait for a value computed in another branch
+//! (RoFormer's `reshape_as` of the query waits for the value's `Reshape_2`) would come after
+//! the other branch's whole chain if the order went depth first, and the alignment would then
+//! give the query's nodes to the key's ops. So the order follows TorchScript where the names
+//! say where a node belongs: where a scope has as many nodes of an op type as its
+//! TorchScript call has ops of that name (`Mul`, `Mul_1`, ... and four `aten::mul`), node
+//! `Mul_k` is placed by the k-th `aten::mul`; any other node goes right after the latest of
+//! its inputs so placed. These places only choose among the nodes ready: wiring and
+//! numbering still decide.
 
+use super::ops::same_op_name;
+use super::scopes::GroupKey;
 use crate::capture::CapturedValue;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 /// For each ONNX value id, its place in the rebuilt export order; `None` when every
-/// numbered run already runs in the saved order.
-pub(super) fn export_ranks(values: &[CapturedValue]) -> Option<Vec<usize>> {
+/// numbered run already runs in the saved order. `places[id]`: the TorchScript position
+/// the names give ONNX value `id` (`torch_places`), if any.
+pub(super) fn export_ranks(
+    values: &[CapturedValue],
+    places: &[Option<usize>],
+) -> Option<Vec<usize>> {
     let nodes = nodes_of(values);
     let runs = numbered_runs(values, &nodes);
     if runs
@@ -36,7 +53,7 @@ pub(super) fn export_ranks(values: &[CapturedValue]) -> Option<Vec<usize>> {
     }
     let mut ranks = vec![usize::MAX; values.len()];
     let mut next = 0;
-    for node in rebuilt_order(values, &nodes, &runs) {
+    for node in rebuilt_order(values, &nodes, &runs, places) {
         for &id in &nodes[node] {
             ranks[id] = next;
             next += 1;
@@ -71,22 +88,66 @@ fn nodes_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
 fn numbered_runs(values: &[CapturedValue], nodes: &[Vec<usize>]) -> Vec<Vec<(usize, usize)>> {
     let mut runs: HashMap<(&str, &str), Vec<(usize, usize)>> = HashMap::new();
     for (at, ids) in nodes.iter().enumerate() {
-        let v = &values[ids[0]];
-        let op = v.op.rsplit("::").next().unwrap_or(&v.op);
-        let Some((prefix, last)) = v.node.rsplit_once('/') else {
-            continue;
-        };
-        let number = match last.strip_prefix(op) {
-            Some("") => 0,
-            Some(rest) => match rest.strip_prefix('_').and_then(|n| n.parse().ok()) {
-                Some(n) => n,
-                None => continue,
-            },
-            None => continue,
-        };
-        runs.entry((prefix, op)).or_default().push((at, number));
+        if let Some((prefix, op, number)) = numbered(&values[ids[0]]) {
+            runs.entry((prefix, op)).or_default().push((at, number));
+        }
     }
     runs.into_values().collect()
+}
+
+/// A node's name prefix, op type and number in its run: `/roi_heads/Sub_1` of a `Sub` is
+/// ("/roi_heads", "Sub", 1); `None` for a name that does not end in its own op type.
+fn numbered(v: &CapturedValue) -> Option<(&str, &str, usize)> {
+    let op = v.op.rsplit("::").next().unwrap_or(&v.op);
+    let (prefix, last) = v.node.rsplit_once('/')?;
+    let number = match last.strip_prefix(op)? {
+        "" => 0,
+        rest => rest.strip_prefix('_')?.parse().ok()?,
+    };
+    Some((prefix, op, number))
+}
+
+/// The TorchScript position (value id) the names give an ONNX value: in a call whose ONNX
+/// nodes of one op type are as many as its TorchScript ops of that name, the k-th node by
+/// number is placed at the k-th op. Other values get none.
+pub(super) fn torch_places(
+    torch: &[CapturedValue],
+    torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    onnx: &[CapturedValue],
+    onnx_groups: &BTreeMap<GroupKey, Vec<usize>>,
+) -> Vec<Option<usize>> {
+    let mut places = vec![None; onnx.len()];
+    for (key, o_ids) in onnx_groups {
+        let Some(t_ids) = torch_groups.get(key) else {
+            continue;
+        };
+        // Per op type, the group's numbered nodes: (number, first value id).
+        let mut by_type: BTreeMap<&str, Vec<(usize, usize)>> = BTreeMap::new();
+        let mut seen_nodes = HashSet::new();
+        for &o in o_ids {
+            if !seen_nodes.insert(onnx[o].node.as_str()) {
+                continue;
+            }
+            if let Some((_, op, number)) = numbered(&onnx[o]) {
+                by_type.entry(op).or_default().push((number, o));
+            }
+        }
+        for (op, mut members) in by_type {
+            let ops: Vec<usize> = t_ids
+                .iter()
+                .copied()
+                .filter(|&t| same_op_name(&torch[t].op, op))
+                .collect();
+            if ops.len() != members.len() {
+                continue;
+            }
+            members.sort_unstable();
+            for ((_, o), t) in members.into_iter().zip(ops) {
+                places[o] = Some(t);
+            }
+        }
+    }
+    places
 }
 
 /// The nodes in the rebuilt order (see the module comment).
@@ -94,15 +155,18 @@ fn rebuilt_order(
     values: &[CapturedValue],
     nodes: &[Vec<usize>],
     runs: &[Vec<(usize, usize)>],
+    places: &[Option<usize>],
 ) -> Vec<usize> {
     let (producers, consumers) = wiring(values, nodes);
     let (next_in_run, mut run_waits) = run_links(nodes.len(), runs);
     let mut wiring_waits: Vec<usize> = producers.iter().map(Vec::len).collect();
     let mut emitted_at = vec![usize::MAX; nodes.len()];
-    // Priority: the latest emitted producer (most recent first), then the saved position.
+    let place = node_places(nodes, &producers, places);
+    // Priority: the earliest TorchScript place, then the latest emitted producer (most
+    // recent first), then the saved position.
     let key = |at: usize, emitted_at: &[usize]| {
         let latest = producers[at].iter().map(|&p| emitted_at[p] as i64).max();
-        (latest.unwrap_or(-1), Reverse(at))
+        (Reverse(place[at]), latest.unwrap_or(-1), Reverse(at))
     };
     let mut ready = BinaryHeap::new();
     let mut held = BinaryHeap::new();
@@ -118,7 +182,7 @@ fn rebuilt_order(
     while order.len() < nodes.len() {
         // A run whose numbering contradicts the wiring waits for nothing once nothing else
         // can go.
-        let Some((_, Reverse(at))) = ready.pop().or_else(|| held.pop()) else {
+        let Some((_, _, Reverse(at))) = ready.pop().or_else(|| held.pop()) else {
             break;
         };
         if emitted_at[at] != usize::MAX {
@@ -145,6 +209,31 @@ fn rebuilt_order(
         }
     }
     order
+}
+
+/// Each node's TorchScript place: its own where the names give one, else the latest of its
+/// producers' (a node goes right after what it reads); 0 when nothing upstream has one.
+fn node_places(
+    nodes: &[Vec<usize>],
+    producers: &[Vec<usize>],
+    places: &[Option<usize>],
+) -> Vec<usize> {
+    let mut place = vec![0; nodes.len()];
+    // Saved order is a topological order: producers come first.
+    for at in 0..nodes.len() {
+        let own = nodes[at]
+            .iter()
+            .find_map(|&id| places.get(id).copied().flatten());
+        place[at] = own.unwrap_or_else(|| {
+            producers[at]
+                .iter()
+                .filter(|&&p| p < at)
+                .map(|&p| place[p])
+                .max()
+                .unwrap_or(0)
+        });
+    }
+    place
 }
 
 /// Each node's producer nodes and consumer nodes, read from the values' inputs.
@@ -236,7 +325,7 @@ mod tests {
             value(3, "/head/Mul", "Mul", &[1]),
             value(4, "/head/Mul_1", "Mul", &[2]),
         ];
-        assert_eq!(export_ranks(&values), None);
+        assert_eq!(export_ranks(&values, &[]), None);
     }
 
     #[test]
@@ -251,7 +340,7 @@ mod tests {
             value(4, "/head/Div", "Div", &[3]),
             value(5, "/head/Add", "Add", &[2, 4]),
         ];
-        let ranks = export_ranks(&values).expect("the numbering runs against the saved order");
+        let ranks = export_ranks(&values, &[]).expect("the numbering runs against the saved order");
         // A value is used right after it is computed: Slice, then its Div, not both Slices.
         assert_eq!(
             in_rank_order(&values, &ranks),
@@ -279,7 +368,7 @@ mod tests {
             value(4, "/head/Relu_1", "Relu", &[3]),
             value(5, "/head/Relu", "Relu", &[3]),
         ];
-        let ranks = export_ranks(&values).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, &[]).expect("runs out of the saved order");
         assert_eq!(
             in_rank_order(&values, &ranks),
             [
@@ -307,9 +396,90 @@ mod tests {
                 &[3],
             ),
         ];
-        let ranks = export_ranks(&values).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, &[]).expect("runs out of the saved order");
         let mut ids: Vec<usize> = (1..6).collect();
         ids.sort_by_key(|&id| ranks[id]);
         assert_eq!(ids, vec![3, 4, 5, 1, 2]);
+    }
+
+    #[test]
+    fn the_names_place_a_node_at_the_torchscript_op_of_its_number() {
+        // TorchScript: q = reshape(x); v = reshape(x); nq = neg(q); rq = reshape(nq);
+        // mq = mul(rq); nk = neg(x); mk = mul(nk). Saved by a tool that computes the key's
+        // `Neg_1` first. `Reshape_2` waits for `Reshape_1` by its number; depth first, the
+        // key's chain would come before the query's `Reshape_2`.
+        let torch_ops = [
+            "aten::reshape",
+            "aten::reshape",
+            "aten::neg",
+            "aten::reshape",
+            "aten::mul",
+            "aten::neg",
+            "aten::mul",
+        ];
+        let torch: Vec<CapturedValue> = torch_ops
+            .iter()
+            .enumerate()
+            .map(|(id, op)| value(id, "", op, &[]))
+            .collect();
+        let values = vec![
+            value(0, "", "input", &[]),
+            value(1, "/s/Reshape", "Reshape", &[0]),
+            value(2, "/s/Neg_1", "Neg", &[0]),
+            value(3, "/s/Neg", "Neg", &[1]),
+            value(4, "/s/Reshape_1", "Reshape", &[0]),
+            value(5, "/s/Reshape_2", "Reshape", &[3]),
+            value(6, "/s/Mul", "Mul", &[5]),
+            value(7, "/s/Mul_1", "Mul", &[2]),
+        ];
+        let torch_groups = BTreeMap::from([("s".to_string(), (0..7).collect())]);
+        let onnx_groups = BTreeMap::from([("s".to_string(), (1..8).collect())]);
+        let places = torch_places(&torch, &torch_groups, &values, &onnx_groups);
+        assert_eq!(
+            places,
+            [
+                None,
+                Some(0),
+                Some(5),
+                Some(2),
+                Some(1),
+                Some(3),
+                Some(4),
+                Some(6)
+            ]
+        );
+        let placed = export_ranks(&values, &places).expect("runs out of the saved order");
+        assert_eq!(
+            in_rank_order(&values, &placed),
+            [
+                "/s/Reshape",
+                "/s/Reshape_1",
+                "/s/Neg",
+                "/s/Reshape_2",
+                "/s/Mul",
+                "/s/Neg_1",
+                "/s/Mul_1"
+            ]
+        );
+        // Without places, depth first: the key's Neg_1 before the query's Reshape_2.
+        let unplaced = export_ranks(&values, &[]).expect("runs out of the saved order");
+        let order = in_rank_order(&values, &unplaced);
+        let at = |name: &str| order.iter().position(|n| n == name);
+        assert!(at("/s/Neg_1") < at("/s/Reshape_2"), "{order:?}");
+    }
+
+    #[test]
+    fn a_type_whose_count_differs_between_the_sides_is_not_placed() {
+        // Two ONNX Muls, three aten::mul (one fused away): no node of the type is placed.
+        let torch: Vec<CapturedValue> = (0..3).map(|id| value(id, "", "aten::mul", &[])).collect();
+        let values = vec![
+            value(0, "", "input", &[]),
+            value(1, "/s/Mul_1", "Mul", &[0]),
+            value(2, "/s/Mul", "Mul", &[0]),
+        ];
+        let torch_groups = BTreeMap::from([("s".to_string(), vec![0, 1, 2])]);
+        let onnx_groups = BTreeMap::from([("s".to_string(), vec![1, 2])]);
+        let places = torch_places(&torch, &torch_groups, &values, &onnx_groups);
+        assert_eq!(places, [None, None, None]);
     }
 }

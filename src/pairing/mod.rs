@@ -409,15 +409,19 @@ impl<'a> Pairer<'a> {
             .iter()
             .flatten()
             .any(|k| torch_paths.contains(key_path(k)));
+        let torch_groups = Self::groups(&torch_keys);
+        let onnx_groups = Self::groups(&onnx_keys);
+        let places =
+            export_order::torch_places(&torch.values, &torch_groups, &onnx.values, &onnx_groups);
         Pairer {
             torch,
             onnx,
-            torch_groups: Self::groups(&torch_keys),
-            onnx_groups: Self::groups(&onnx_keys),
+            torch_groups,
+            onnx_groups,
             onnx_keys,
             torch_parents: parent_paths(&torch.values),
             onnx_has_scopes,
-            onnx_export_ranks: export_order::export_ranks(&onnx.values),
+            onnx_export_ranks: export_order::export_ranks(&onnx.values, &places),
             kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,
