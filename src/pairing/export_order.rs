@@ -7,34 +7,39 @@
 //! the `x` arithmetic with the `y` nodes, and a clean pair fails at about 1.0 of range. The
 //! names keep the export order: the legacy exporter names a node after its scope and op type
 //! and numbers the repeats of that op type in that scope as it writes them
-//! (`/roi_heads/Sub`, `/roi_heads/Sub_1`, ...), and graph tools keep names.
+//! (`/roi_heads/Sub`, `/roi_heads/Sub_1`, ...), the dynamo exporter numbers its nodes too,
+//! after the ONNX op or the TorchScript op they come from (`node_Conv_1379`,
+//! `node_layer_norm_8`), and graph tools keep names. A simplifier that sorts a dynamo graph by
+//! depth interleaves an Inception block's branches the same way.
 //!
 //! The order is rebuilt as a topological order of the wiring in which each numbered run
-//! (one name prefix, one op type) comes in its numbering, taking next, among the nodes
-//! ready, one that reads what was computed last (a program computes a value and then uses
-//! it: `dx = codes[:, 0] / wx` is a Slice then its Div), the earliest saved first among
-//! equals. Graph tools that merge equal nodes keep one name for both (ONNX Runtime kept
-//! `Unsqueeze_11` for an earlier twin), so the numbering can contradict the wiring: a run
-//! then waits for nothing when nothing else is ready. Where every run is already numbered in
-//! the saved order (a graph as exported, or one no tool sorted again), the saved order is
-//! kept and nothing is computed.
+//! (one name without its number, one op type) comes in its numbering, taking next, among the
+//! nodes ready, one whose name records its order (a node whose name does not, a fused node or
+//! one a tool named, waits until it is needed or nothing else is ready), then one that reads
+//! what was computed last (a program computes a value and then uses it: `dx = codes[:, 0] /
+//! wx` is a Slice then its Div), the earliest saved first among equals. A run numbered against the wiring is no record of the export order and is left
+//! out: ONNX Runtime kept `Unsqueeze_11` for an earlier twin it merged, and the dynamo
+//! exporter numbers the nodes of each function it inlines apart. Should the runs still
+//! deadlock together, one waits for nothing when nothing else is ready. Where every run is
+//! already numbered in the saved order (a graph as exported, or one no tool sorted again),
+//! the saved order is kept and nothing is computed.
 //!
 //! Many orders keep the wiring and the numbering, and the alignment skips what one side
 //! computes in another order: a node that must wait for a value computed in another branch
 //! (RoFormer's `reshape_as` of the query waits for the value's `Reshape_2`) would come after
 //! the other branch's whole chain if the order went depth first, and the alignment would then
 //! give the query's nodes to the key's ops. So the order follows TorchScript where the names
-//! say where a node belongs: where a scope has as many nodes of an op type as its
+//! say where a node belongs: where a scope has as many nodes named after an op as its
 //! TorchScript call has ops of that name (`Mul`, `Mul_1`, ... and four `aten::mul`), node
-//! `Mul_k` is placed by the k-th `aten::mul`; any other node goes right after the latest of
+//! `Mul_k` is placed by the k-th `aten::mul` (a graph without scopes counts over the whole
+//! graph); any other node goes right after the latest of
 //! its inputs so placed. These places only choose among the nodes ready: wiring and
 //! numbering still decide.
 
-use super::ops::same_op_name;
-use super::scopes::GroupKey;
+use super::node_names::numbered;
 use crate::capture::CapturedValue;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 
 /// For each ONNX value id, its place in the rebuilt export order; `None` when every
 /// numbered run already runs in the saved order. `places[id]`: the TorchScript position
@@ -42,18 +47,24 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 pub(super) fn export_ranks(
     values: &[CapturedValue],
     places: &[Option<usize>],
+    words: &[String],
 ) -> Option<Vec<usize>> {
     let nodes = nodes_of(values);
-    let runs = numbered_runs(values, &nodes);
-    if runs
-        .iter()
-        .all(|run| run.windows(2).all(|w| w[0].1 < w[1].1))
-    {
+    let (producers, consumers) = wiring(values, &nodes);
+    let in_saved_order = |run: &Vec<(usize, usize)>| run.windows(2).all(|w| w[0].1 < w[1].1);
+    // A run numbered against the wiring (a node computed from a later-numbered one) is no
+    // record of the export order: the dynamo exporter numbers the nodes of each function it
+    // inlines apart (`node_Reshape_269` before `node_Reshape_178` as exported).
+    let runs: Vec<Vec<(usize, usize)>> = numbered_runs(values, &nodes, words)
+        .into_iter()
+        .filter(|run| in_saved_order(run) || follows_wiring(run, &producers))
+        .collect();
+    if runs.iter().all(in_saved_order) {
         return None;
     }
     let mut ranks = vec![usize::MAX; values.len()];
     let mut next = 0;
-    for node in rebuilt_order(values, &nodes, &runs, places) {
+    for node in rebuilt_order(&nodes, &producers, &consumers, &runs, places) {
         for &id in &nodes[node] {
             ranks[id] = next;
             next += 1;
@@ -81,92 +92,53 @@ fn nodes_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
     nodes
 }
 
-/// The numbered runs: per (name prefix, op type), the (number, node) of each member in saved
-/// order. `/roi_heads/Sub_1` of a `Sub` is number 1 of ("/roi_heads", "Sub"), `/roi_heads/Sub`
-/// number 0; a node whose name does not end in its own op type (a fused node, a name a tool
-/// made up) is in no run.
-fn numbered_runs(values: &[CapturedValue], nodes: &[Vec<usize>]) -> Vec<Vec<(usize, usize)>> {
+/// The numbered runs: per (name prefix, op type), the (node, number) of each member in saved
+/// order (`numbered`).
+fn numbered_runs(
+    values: &[CapturedValue],
+    nodes: &[Vec<usize>],
+    words: &[String],
+) -> Vec<Vec<(usize, usize)>> {
     let mut runs: HashMap<(&str, &str), Vec<(usize, usize)>> = HashMap::new();
     for (at, ids) in nodes.iter().enumerate() {
-        if let Some((prefix, op, number)) = numbered(&values[ids[0]]) {
-            runs.entry((prefix, op)).or_default().push((at, number));
+        let v = &values[ids[0]];
+        if let Some((base, _, number)) = numbered(v, words) {
+            runs.entry((base, v.op.as_str()))
+                .or_default()
+                .push((at, number));
         }
     }
     runs.into_values().collect()
 }
 
-/// A node's name prefix, op type and number in its run: `/roi_heads/Sub_1` of a `Sub` is
-/// ("/roi_heads", "Sub", 1); `None` for a name that does not end in its own op type.
-fn numbered(v: &CapturedValue) -> Option<(&str, &str, usize)> {
-    let op = v.op.rsplit("::").next().unwrap_or(&v.op);
-    let (prefix, last) = v.node.rsplit_once('/')?;
-    let number = match last.strip_prefix(op)? {
-        "" => 0,
-        rest => rest.strip_prefix('_')?.parse().ok()?,
-    };
-    Some((prefix, op, number))
-}
-
-/// The TorchScript position (value id) the names give an ONNX value: in a call whose ONNX
-/// nodes of one op type are as many as its TorchScript ops of that name, the k-th node by
-/// number is placed at the k-th op. Other values get none.
-pub(super) fn torch_places(
-    torch: &[CapturedValue],
-    torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
-    onnx: &[CapturedValue],
-    onnx_groups: &BTreeMap<GroupKey, Vec<usize>>,
-) -> Vec<Option<usize>> {
-    let mut places = vec![None; onnx.len()];
-    for (key, o_ids) in onnx_groups {
-        let Some(t_ids) = torch_groups.get(key) else {
-            continue;
-        };
-        // Per op type, the group's numbered nodes: (number, first value id).
-        let mut by_type: BTreeMap<&str, Vec<(usize, usize)>> = BTreeMap::new();
-        let mut seen_nodes = HashSet::new();
-        for &o in o_ids {
-            if !seen_nodes.insert(onnx[o].node.as_str()) {
-                continue;
-            }
-            if let Some((_, op, number)) = numbered(&onnx[o]) {
-                by_type.entry(op).or_default().push((number, o));
-            }
-        }
-        for (op, mut members) in by_type {
-            let ops: Vec<usize> = t_ids
-                .iter()
-                .copied()
-                .filter(|&t| same_op_name(&torch[t].op, op))
-                .collect();
-            if ops.len() != members.len() {
-                continue;
-            }
-            members.sort_unstable();
-            for ((_, o), t) in members.into_iter().zip(ops) {
-                places[o] = Some(t);
-            }
-        }
-    }
-    places
-}
-
 /// The nodes in the rebuilt order (see the module comment).
 fn rebuilt_order(
-    values: &[CapturedValue],
     nodes: &[Vec<usize>],
+    producers: &[Vec<usize>],
+    consumers: &[Vec<usize>],
     runs: &[Vec<(usize, usize)>],
     places: &[Option<usize>],
 ) -> Vec<usize> {
-    let (producers, consumers) = wiring(values, nodes);
     let (next_in_run, mut run_waits) = run_links(nodes.len(), runs);
     let mut wiring_waits: Vec<usize> = producers.iter().map(Vec::len).collect();
     let mut emitted_at = vec![usize::MAX; nodes.len()];
-    let place = node_places(nodes, &producers, places);
-    // Priority: the earliest TorchScript place, then the latest emitted producer (most
-    // recent first), then the saved position.
+    let place = node_places(nodes, producers, places);
+    let mut named = vec![false; nodes.len()];
+    for &(at, _) in runs.iter().flatten() {
+        named[at] = true;
+    }
+    // Priority: the earliest TorchScript place; then a node whose name records its order
+    // (one without waits until it is needed or nothing else is ready: a classifier's heads
+    // come after the features they read, not as each feature is done); then the latest
+    // emitted producer (most recent first); then the saved position.
     let key = |at: usize, emitted_at: &[usize]| {
         let latest = producers[at].iter().map(|&p| emitted_at[p] as i64).max();
-        (Reverse(place[at]), latest.unwrap_or(-1), Reverse(at))
+        (
+            Reverse(place[at]),
+            named[at],
+            latest.unwrap_or(-1),
+            Reverse(at),
+        )
     };
     let mut ready = BinaryHeap::new();
     let mut held = BinaryHeap::new();
@@ -182,7 +154,7 @@ fn rebuilt_order(
     while order.len() < nodes.len() {
         // A run whose numbering contradicts the wiring waits for nothing once nothing else
         // can go.
-        let Some((_, _, Reverse(at))) = ready.pop().or_else(|| held.pop()) else {
+        let Some((_, _, _, Reverse(at))) = ready.pop().or_else(|| held.pop()) else {
             break;
         };
         if emitted_at[at] != usize::MAX {
@@ -209,6 +181,22 @@ fn rebuilt_order(
         }
     }
     order
+}
+
+/// Whether no member of `run` is computed from a member numbered after it. The saved order
+/// is a topological order, so one pass carries the highest number upstream of each node.
+fn follows_wiring(run: &[(usize, usize)], producers: &[Vec<usize>]) -> bool {
+    let number: HashMap<usize, usize> = run.iter().copied().collect();
+    let mut upstream: Vec<Option<usize>> = vec![None; producers.len()];
+    for at in 0..producers.len() {
+        let above = producers[at].iter().filter_map(|&p| upstream[p]).max();
+        upstream[at] = match number.get(&at) {
+            Some(&n) if above.is_some_and(|a| a > n) => return false,
+            Some(&n) => Some(above.map_or(n, |a| a.max(n))),
+            None => above,
+        };
+    }
+    true
 }
 
 /// Each node's TorchScript place: its own where the names give one, else the latest of its
@@ -281,12 +269,19 @@ fn run_links(count: usize, runs: &[Vec<(usize, usize)>]) -> (Vec<Option<usize>>,
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use super::super::node_names::torch_places;
     use super::*;
     use crate::capture::tensor::DType;
     use crate::capture::ValueRole;
+    use std::collections::BTreeMap;
 
-    fn value(id: usize, node: &str, op: &str, inputs: &[usize]) -> CapturedValue {
+    pub(in crate::pairing) fn value(
+        id: usize,
+        node: &str,
+        op: &str,
+        inputs: &[usize],
+    ) -> CapturedValue {
         CapturedValue {
             id,
             name: format!("v{id}"),
@@ -325,7 +320,7 @@ mod tests {
             value(3, "/head/Mul", "Mul", &[1]),
             value(4, "/head/Mul_1", "Mul", &[2]),
         ];
-        assert_eq!(export_ranks(&values, &[]), None);
+        assert_eq!(export_ranks(&values, &[], &[]), None);
     }
 
     #[test]
@@ -340,7 +335,8 @@ mod tests {
             value(4, "/head/Div", "Div", &[3]),
             value(5, "/head/Add", "Add", &[2, 4]),
         ];
-        let ranks = export_ranks(&values, &[]).expect("the numbering runs against the saved order");
+        let ranks =
+            export_ranks(&values, &[], &[]).expect("the numbering runs against the saved order");
         // A value is used right after it is computed: Slice, then its Div, not both Slices.
         assert_eq!(
             in_rank_order(&values, &ranks),
@@ -356,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn a_numbering_that_contradicts_the_wiring_gives_way() {
+    fn a_numbering_that_contradicts_the_wiring_is_left_out() {
         // A tool merged two equal Unsqueezes and kept the later one's name for the first use:
         // `Unsqueeze_1` feeds `Concat`, which `Unsqueeze` reads. Every node still comes out,
         // in an order that follows the wiring.
@@ -368,7 +364,7 @@ mod tests {
             value(4, "/head/Relu_1", "Relu", &[3]),
             value(5, "/head/Relu", "Relu", &[3]),
         ];
-        let ranks = export_ranks(&values, &[]).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
         assert_eq!(
             in_rank_order(&values, &ranks),
             [
@@ -396,10 +392,12 @@ mod tests {
                 &[3],
             ),
         ];
-        let ranks = export_ranks(&values, &[]).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
         let mut ids: Vec<usize> = (1..6).collect();
         ids.sort_by_key(|&id| ranks[id]);
-        assert_eq!(ids, vec![3, 4, 5, 1, 2]);
+        // A node's outputs stay together; the fused node, whose name records no order,
+        // waits until nothing named is ready.
+        assert_eq!(ids, vec![3, 4, 1, 2, 5]);
     }
 
     #[test]
@@ -434,7 +432,7 @@ mod tests {
         ];
         let torch_groups = BTreeMap::from([("s".to_string(), (0..7).collect())]);
         let onnx_groups = BTreeMap::from([("s".to_string(), (1..8).collect())]);
-        let places = torch_places(&torch, &torch_groups, &values, &onnx_groups);
+        let places = torch_places(&torch, &torch_groups, &values, &onnx_groups, &[]);
         assert_eq!(
             places,
             [
@@ -448,7 +446,7 @@ mod tests {
                 Some(6)
             ]
         );
-        let placed = export_ranks(&values, &places).expect("runs out of the saved order");
+        let placed = export_ranks(&values, &places, &[]).expect("runs out of the saved order");
         assert_eq!(
             in_rank_order(&values, &placed),
             [
@@ -462,24 +460,19 @@ mod tests {
             ]
         );
         // Without places, depth first: the key's Neg_1 before the query's Reshape_2.
-        let unplaced = export_ranks(&values, &[]).expect("runs out of the saved order");
+        let unplaced = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
         let order = in_rank_order(&values, &unplaced);
         let at = |name: &str| order.iter().position(|n| n == name);
         assert!(at("/s/Neg_1") < at("/s/Reshape_2"), "{order:?}");
     }
 
     #[test]
-    fn a_type_whose_count_differs_between_the_sides_is_not_placed() {
-        // Two ONNX Muls, three aten::mul (one fused away): no node of the type is placed.
-        let torch: Vec<CapturedValue> = (0..3).map(|id| value(id, "", "aten::mul", &[])).collect();
-        let values = vec![
-            value(0, "", "input", &[]),
-            value(1, "/s/Mul_1", "Mul", &[0]),
-            value(2, "/s/Mul", "Mul", &[0]),
-        ];
-        let torch_groups = BTreeMap::from([("s".to_string(), vec![0, 1, 2])]);
-        let onnx_groups = BTreeMap::from([("s".to_string(), vec![1, 2])]);
-        let places = torch_places(&torch, &torch_groups, &values, &onnx_groups);
-        assert_eq!(places, [None, None, None]);
+    fn a_run_numbered_against_the_wiring_is_found() {
+        // Node 0 (number 5) feeds node 1 (number 2): against the wiring. Nodes 2 and 3 read
+        // node 0 apart, numbered 1 and 7: only the wiring order between 0 and 3 holds.
+        let producers = vec![vec![], vec![0], vec![], vec![0]];
+        assert!(!follows_wiring(&[(0, 5), (1, 2)], &producers));
+        assert!(follows_wiring(&[(2, 9), (0, 5), (3, 7)], &producers));
+        assert!(!follows_wiring(&[(0, 5), (3, 4)], &producers));
     }
 }

@@ -32,6 +32,7 @@ mod kept_control_flow;
 mod left_open;
 mod module_computation;
 mod nearest_producers;
+mod node_names;
 pub mod ops;
 mod parent_calls;
 mod passes;
@@ -411,8 +412,32 @@ impl<'a> Pairer<'a> {
             .any(|k| torch_paths.contains(key_path(k)));
         let torch_groups = Self::groups(&torch_keys);
         let onnx_groups = Self::groups(&onnx_keys);
-        let places =
-            export_order::torch_places(&torch.values, &torch_groups, &onnx.values, &onnx_groups);
+        // Where the ONNX graph has no scopes, the names place its nodes over the whole graph.
+        let words = node_names::torch_words(&torch.values);
+        let places = if onnx_has_scopes {
+            node_names::torch_places(
+                &torch.values,
+                &torch_groups,
+                &onnx.values,
+                &onnx_groups,
+                &words,
+            )
+        } else {
+            let whole = |groups: &BTreeMap<GroupKey, Vec<usize>>| {
+                let mut ids: Vec<usize> = groups.values().flatten().copied().collect();
+                ids.sort_unstable();
+                BTreeMap::from([(GroupKey::new(), ids)])
+            };
+            let onnx_ids = (0..onnx.values.len()).filter(|&o| is_layer_candidate(&onnx.values[o]));
+            let onnx_whole = BTreeMap::from([(GroupKey::new(), onnx_ids.collect())]);
+            node_names::torch_places(
+                &torch.values,
+                &whole(&torch_groups),
+                &onnx.values,
+                &onnx_whole,
+                &words,
+            )
+        };
         Pairer {
             torch,
             onnx,
@@ -421,7 +446,7 @@ impl<'a> Pairer<'a> {
             onnx_keys,
             torch_parents: parent_paths(&torch.values),
             onnx_has_scopes,
-            onnx_export_ranks: export_order::export_ranks(&onnx.values, &places),
+            onnx_export_ranks: export_order::export_ranks(&onnx.values, &places, &words),
             kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,

@@ -114,13 +114,18 @@ impl Pairer<'_> {
             .flat_map(|(k, ids)| self.representatives(k, ids))
             .collect();
         reps.sort();
-        let onnx_ids: Vec<usize> = self
+        let mut onnx_ids: Vec<usize> = self
             .onnx
             .values
             .iter()
             .filter(|v| is_layer_candidate(v))
             .map(|v| v.id)
             .collect();
+        // A simplifier that sorts a graph by depth interleaves its branches; the names keep
+        // the order they were exported in (`export_order`).
+        if let Some(ranks) = &self.onnx_export_ranks {
+            onnx_ids.sort_by_key(|&o| ranks[o]);
+        }
         let inputs: Vec<Pair> = self
             .boundary
             .iter()
