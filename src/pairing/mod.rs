@@ -412,32 +412,15 @@ impl<'a> Pairer<'a> {
             .any(|k| torch_paths.contains(key_path(k)));
         let torch_groups = Self::groups(&torch_keys);
         let onnx_groups = Self::groups(&onnx_keys);
-        // Where the ONNX graph has no scopes, the names place its nodes over the whole graph.
         let words = node_names::torch_words(&torch.values);
-        let places = if onnx_has_scopes {
-            node_names::torch_places(
-                &torch.values,
-                &torch_groups,
-                &onnx.values,
-                &onnx_groups,
-                &words,
-            )
-        } else {
-            let whole = |groups: &BTreeMap<GroupKey, Vec<usize>>| {
-                let mut ids: Vec<usize> = groups.values().flatten().copied().collect();
-                ids.sort_unstable();
-                BTreeMap::from([(GroupKey::new(), ids)])
-            };
-            let onnx_ids = (0..onnx.values.len()).filter(|&o| is_layer_candidate(&onnx.values[o]));
-            let onnx_whole = BTreeMap::from([(GroupKey::new(), onnx_ids.collect())]);
-            node_names::torch_places(
-                &torch.values,
-                &whole(&torch_groups),
-                &onnx.values,
-                &onnx_whole,
-                &words,
-            )
-        };
+        let places = node_names::places_by_names(
+            &torch.values,
+            &torch_groups,
+            &onnx.values,
+            &onnx_groups,
+            onnx_has_scopes,
+            &words,
+        );
         Pairer {
             torch,
             onnx,

@@ -8,6 +8,7 @@
 //! (`export_order`), and where a call has as many nodes named after an op as TorchScript ops
 //! of that name, the TorchScript op each node comes from (`torch_places`).
 
+use super::is_layer_candidate;
 use super::ops::same_op_name;
 use super::scopes::GroupKey;
 use crate::capture::CapturedValue;
@@ -109,6 +110,27 @@ pub(super) fn torch_places(
         }
     }
     places
+}
+
+/// `torch_places` per call where the ONNX graph has scopes; over the whole graph, one call,
+/// where it has none (a simplifier's output): there only the names can place a node.
+pub(super) fn places_by_names(
+    torch: &[CapturedValue],
+    torch_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    onnx: &[CapturedValue],
+    onnx_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    onnx_has_scopes: bool,
+    words: &[String],
+) -> Vec<Option<usize>> {
+    if onnx_has_scopes {
+        return torch_places(torch, torch_groups, onnx, onnx_groups, words);
+    }
+    let mut torch_ids: Vec<usize> = torch_groups.values().flatten().copied().collect();
+    torch_ids.sort_unstable();
+    let onnx_ids = (0..onnx.len()).filter(|&o| is_layer_candidate(&onnx[o]));
+    let whole_torch = BTreeMap::from([(GroupKey::new(), torch_ids)]);
+    let whole_onnx = BTreeMap::from([(GroupKey::new(), onnx_ids.collect())]);
+    torch_places(torch, &whole_torch, onnx, &whole_onnx, words)
 }
 
 #[cfg(test)]
