@@ -50,12 +50,16 @@ pub(super) fn export_ranks(
     words: &[String],
 ) -> Option<Vec<usize>> {
     let nodes = nodes_of(values);
-    let (producers, consumers) = wiring(values, &nodes);
     let in_saved_order = |run: &Vec<(usize, usize)>| run.windows(2).all(|w| w[0].1 < w[1].1);
+    let runs = numbered_runs(values, &nodes, words);
+    if runs.iter().all(in_saved_order) {
+        return None;
+    }
+    let (producers, consumers) = wiring(values, &nodes);
     // A run numbered against the wiring (a node computed from a later-numbered one) is no
     // record of the export order: the dynamo exporter numbers the nodes of each function it
     // inlines apart (`node_Reshape_269` before `node_Reshape_178` as exported).
-    let runs: Vec<Vec<(usize, usize)>> = numbered_runs(values, &nodes, words)
+    let runs: Vec<Vec<(usize, usize)>> = runs
         .into_iter()
         .filter(|run| in_saved_order(run) || follows_wiring(run, &producers))
         .collect();
