@@ -42,11 +42,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 /// For each ONNX value id, its place in the rebuilt export order; `None` when every
-/// numbered run already runs in the saved order. `places[id]`: the TorchScript position
-/// the names give ONNX value `id` (`torch_places`), if any.
+/// numbered run already runs in the saved order. `places()[id]`: the TorchScript position
+/// the names give ONNX value `id` (`torch_places`), if any; asked for only when the order is
+/// rebuilt, so a graph as exported pays for its names alone.
 pub(super) fn export_ranks(
     values: &[CapturedValue],
-    places: &[Option<usize>],
+    places: impl FnOnce() -> Vec<Option<usize>>,
     words: &[String],
 ) -> Option<Vec<usize>> {
     let nodes = nodes_of(values);
@@ -68,7 +69,7 @@ pub(super) fn export_ranks(
     }
     let mut ranks = vec![usize::MAX; values.len()];
     let mut next = 0;
-    for node in rebuilt_order(&nodes, &producers, &consumers, &runs, places) {
+    for node in rebuilt_order(&nodes, &producers, &consumers, &runs, &places()) {
         for &id in &nodes[node] {
             ranks[id] = next;
             next += 1;
@@ -324,7 +325,7 @@ pub(super) mod tests {
             value(3, "/head/Mul", "Mul", &[1]),
             value(4, "/head/Mul_1", "Mul", &[2]),
         ];
-        assert_eq!(export_ranks(&values, &[], &[]), None);
+        assert_eq!(export_ranks(&values, Vec::new, &[]), None);
     }
 
     #[test]
@@ -339,8 +340,8 @@ pub(super) mod tests {
             value(4, "/head/Div", "Div", &[3]),
             value(5, "/head/Add", "Add", &[2, 4]),
         ];
-        let ranks =
-            export_ranks(&values, &[], &[]).expect("the numbering runs against the saved order");
+        let ranks = export_ranks(&values, Vec::new, &[])
+            .expect("the numbering runs against the saved order");
         // A value is used right after it is computed: Slice, then its Div, not both Slices.
         assert_eq!(
             in_rank_order(&values, &ranks),
@@ -368,7 +369,7 @@ pub(super) mod tests {
             value(4, "/head/Relu_1", "Relu", &[3]),
             value(5, "/head/Relu", "Relu", &[3]),
         ];
-        let ranks = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, Vec::new, &[]).expect("runs out of the saved order");
         assert_eq!(
             in_rank_order(&values, &ranks),
             [
@@ -396,7 +397,7 @@ pub(super) mod tests {
                 &[3],
             ),
         ];
-        let ranks = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
+        let ranks = export_ranks(&values, Vec::new, &[]).expect("runs out of the saved order");
         let mut ids: Vec<usize> = (1..6).collect();
         ids.sort_by_key(|&id| ranks[id]);
         // A node's outputs stay together; the fused node, whose name records no order,
@@ -450,7 +451,8 @@ pub(super) mod tests {
                 Some(6)
             ]
         );
-        let placed = export_ranks(&values, &places, &[]).expect("runs out of the saved order");
+        let placed =
+            export_ranks(&values, || places.clone(), &[]).expect("runs out of the saved order");
         assert_eq!(
             in_rank_order(&values, &placed),
             [
@@ -464,7 +466,7 @@ pub(super) mod tests {
             ]
         );
         // Without places, depth first: the key's Neg_1 before the query's Reshape_2.
-        let unplaced = export_ranks(&values, &[], &[]).expect("runs out of the saved order");
+        let unplaced = export_ranks(&values, Vec::new, &[]).expect("runs out of the saved order");
         let order = in_rank_order(&values, &unplaced);
         let at = |name: &str| order.iter().position(|n| n == name);
         assert!(at("/s/Neg_1") < at("/s/Reshape_2"), "{order:?}");

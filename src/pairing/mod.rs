@@ -413,14 +413,17 @@ impl<'a> Pairer<'a> {
         let torch_groups = Self::groups(&torch_keys);
         let onnx_groups = Self::groups(&onnx_keys);
         let words = node_names::torch_words(&torch.values);
-        let places = node_names::places_by_names(
-            &torch.values,
-            &torch_groups,
-            &onnx.values,
-            &onnx_groups,
-            onnx_has_scopes,
-            &words,
-        );
+        let places = || {
+            node_names::places_by_names(
+                &torch.values,
+                &torch_groups,
+                &onnx.values,
+                &onnx_groups,
+                onnx_has_scopes,
+                &words,
+            )
+        };
+        let onnx_export_ranks = export_order::export_ranks(&onnx.values, places, &words);
         Pairer {
             torch,
             onnx,
@@ -429,7 +432,7 @@ impl<'a> Pairer<'a> {
             onnx_keys,
             torch_parents: parent_paths(&torch.values),
             onnx_has_scopes,
-            onnx_export_ranks: export_order::export_ranks(&onnx.values, &places, &words),
+            onnx_export_ranks,
             kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,
