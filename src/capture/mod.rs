@@ -24,6 +24,7 @@ use crate::capture::tensor::{DType, HostTensor};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// Which runtime a capture came from. TorchScript is always the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -144,6 +145,11 @@ pub struct Capture {
     pub side: Side,
     pub values: Vec<CapturedValue>,
     pub uncapturable: Vec<Uncapturable>,
+    /// Per value unpacked from a tuple or list built in the graph (TorchScript's
+    /// `prim::TupleUnpack`), the values that element alone was computed from. Its `inputs`
+    /// name everything packed beside it, which the dataflow follows; what is constant reads
+    /// these (a size returned next to a tensor, `x, (H, W)`, is not computed from `x`).
+    pub element_inputs: BTreeMap<usize, Vec<usize>>,
 }
 
 impl Capture {

@@ -517,6 +517,7 @@ pub(crate) mod tests {
                 value(4, ValueRole::Output(0), &[3], data[2]),
             ],
             uncapturable: vec![],
+            element_inputs: Default::default(),
         };
         let pair = |i, by| Pair {
             torch: i,

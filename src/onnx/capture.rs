@@ -305,6 +305,7 @@ impl OnnxRunner {
             side: Side::Onnx,
             values: described.values,
             uncapturable: described.uncapturable,
+            element_inputs: Default::default(),
         })
     }
 

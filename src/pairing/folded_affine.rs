@@ -69,7 +69,7 @@ fn applies_constant_to(v: &CapturedValue, from: usize, constant: &[bool]) -> boo
 impl Pairer<'_> {
     pub(super) fn fold_constant_consumers(&mut self) {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let constant = constant_values(tv);
+        let constant = constant_values(self.torch);
         let consumers = consumers_of(tv);
         for u in self.state.paired() {
             let Some(o) = self.state.twin(u) else {

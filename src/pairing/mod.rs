@@ -30,6 +30,7 @@ mod identities;
 mod input_reach;
 mod kept_control_flow;
 mod left_open;
+mod legacy_names;
 mod module_computation;
 mod nearest_producers;
 mod node_names;
@@ -311,12 +312,15 @@ fn consumers_of(values: &[CapturedValue]) -> Vec<Vec<usize>> {
 
 /// Per value, whether no graph input reaches it other than through its shape (it is computed
 /// from weights, constants and sizes only). Producers come before their consumers in
-/// execution order.
-fn constant_values(values: &[CapturedValue]) -> Vec<bool> {
+/// execution order. An element unpacked from a tuple built in the graph is judged by what
+/// that element was computed from (`Capture::element_inputs`).
+fn constant_values(side: &Capture) -> Vec<bool> {
+    let values = &side.values;
     let mut constant = vec![false; values.len()];
     for v in values {
+        let inputs = side.element_inputs.get(&v.id).unwrap_or(&v.inputs);
         constant[v.id] = v.role == ValueRole::Intermediate
-            && (ops::reads_only_shape(&v.op) || v.inputs.iter().all(|&u| u < v.id && constant[u]));
+            && (ops::reads_only_shape(&v.op) || inputs.iter().all(|&u| u < v.id && constant[u]));
     }
     constant
 }
@@ -375,13 +379,13 @@ impl<'a> Pairer<'a> {
         let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
         // ...unless the ONNX graph kept that computation in the same module
         // (`computed_constants`).
-        let torch_constant = constant_values(&torch.values);
+        let torch_constant = constant_values(torch);
         let constant = computed_constants::fold_only_folded(
             &torch.values,
             &|v| !skip(v),
             &torch_constant,
             &onnx_keys,
-            &constant_values(&onnx.values),
+            &constant_values(onnx),
         );
         let kept_constants = (0..constant.len())
             .filter(|&id| torch_constant[id] && !constant[id])

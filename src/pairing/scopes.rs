@@ -8,6 +8,7 @@
 //! stem, and one raw name under one parent call stays one call even when its nodes are
 //! interleaved with another branch's.
 
+use super::legacy_names::legacy_number;
 use crate::capture::{CapturedValue, ScopeLevel};
 use std::collections::{HashMap, HashSet};
 
@@ -170,6 +171,9 @@ struct CallCounter {
     leaf_ops: HashMap<String, HashSet<String>>,
     /// Innermost raw path -> the values of its latest call, and the first of them.
     leaf_values: HashMap<String, (usize, HashSet<usize>)>,
+    /// Innermost raw path -> per run of legacy node names, the highest number its latest
+    /// call holds (`node_names::legacy_number`).
+    leaf_numbers: HashMap<String, HashMap<String, usize>>,
 }
 
 impl CallCounter {
@@ -192,6 +196,7 @@ impl CallCounter {
             });
         let next_call = !self.parents.contains(&innermost)
             && !continues_own
+            && !self.written_within_latest(&innermost, &v.node)
             && self
                 .leaf_ops
                 .get(&innermost)
@@ -215,6 +220,7 @@ impl CallCounter {
                             if depth + 1 == levels.len() {
                                 self.leaf_ops.remove(&innermost);
                                 self.leaf_values.remove(&innermost);
+                                self.leaf_numbers.remove(&innermost);
                             }
                             self.new_call(seen, norm, named_calls)
                         }
@@ -232,12 +238,31 @@ impl CallCounter {
             .or_insert_with(|| (v.id, HashSet::new()))
             .1
             .insert(v.id);
+        if let Some((run, number)) = legacy_number(&v.node) {
+            let highest = self.leaf_numbers.entry(innermost.clone()).or_default();
+            let at = highest.entry(run.to_string()).or_insert(number);
+            *at = (*at).max(number);
+        }
         self.leaf_ops
             .entry(innermost)
             .or_default()
             .insert(v.op.clone());
         self.prev = current;
         key
+    }
+
+    /// Whether legacy node name `node` numbers it before a node of its run in the latest call
+    /// of `innermost`: the exporter wrote it before that one, so it belongs to that call, not
+    /// to a next one, wherever a graph tool moved it (onnxslim sorts an attention's value
+    /// projection, which reads only the memory, before the query and key projections).
+    fn written_within_latest(&self, innermost: &str, node: &str) -> bool {
+        let Some((run, number)) = legacy_number(node) else {
+            return false;
+        };
+        self.leaf_numbers
+            .get(innermost)
+            .and_then(|runs| runs.get(run))
+            .is_some_and(|&highest| number < highest)
     }
 
     /// The index of a call of module `norm` that starts now; `seen` is (parent key, raw
@@ -384,6 +409,39 @@ mod tests {
         assert_eq!(keys[1].as_deref(), Some("l#0/l.attention#0"));
         assert_eq!(keys[3].as_deref(), Some("l#0/l.attention#0"));
         assert_eq!(keys[4].as_deref(), Some("l#0/l.attention#1"));
+    }
+
+    #[test]
+    fn a_node_written_before_one_of_its_run_stays_in_that_call() {
+        let torch: HashSet<String> = ["l", "l.attn"].iter().map(|s| s.to_string()).collect();
+        // A tool sorted the value projection (`MatMul_2`, fused into a Gemm named after its
+        // output) before the query and key projections and the layer's Add that feeds them.
+        let nodes = [
+            (&["l", "l.attn"][..], "/l/attn/MatMul_2_output_0"),
+            (&["l"][..], "/l/Add"),
+            (&["l", "l.attn"][..], "/l/attn/MatMul_output_0"),
+            (&["l", "l.attn"][..], "/l/attn/MatMul_1_output_0"),
+        ];
+        let mut values: Vec<CapturedValue> = nodes
+            .iter()
+            .enumerate()
+            .map(|(id, (paths, node))| {
+                let mut v = value(id, paths);
+                v.op = "Gemm".into();
+                v.node = node.to_string();
+                v
+            })
+            .collect();
+        values[1].op = "Add".into();
+        values[2].inputs = vec![1];
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[0].as_deref(), Some("l#0/l.attn#0"));
+        assert_eq!(keys[2].as_deref(), Some("l#0/l.attn#0"));
+        assert_eq!(keys[3].as_deref(), Some("l#0/l.attn#0"));
+        // Numbered after it, the same op is the module's next call (an unrolled loop).
+        values[2].node = "/l/attn/MatMul_3_output_0".into();
+        let keys = assign_keys(&values, &|_| false, Some(&torch));
+        assert_eq!(keys[2].as_deref(), Some("l#0/l.attn#1"));
     }
 
     #[test]

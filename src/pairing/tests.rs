@@ -91,6 +91,7 @@ impl Builder {
             side: self.side,
             values: self.values,
             uncapturable: vec![],
+            element_inputs: Default::default(),
         }
     }
 }
@@ -2671,4 +2672,27 @@ fn an_add_off_the_dataflow_meets_the_scopeless_sum_that_computes_it() {
     assert_eq!(pair_of(&p, tn).unwrap().onnx, on);
     assert!(p.layers.iter().all(|l| l.follows_dataflow));
     assert!(p.layers.iter().all(|l| l.onnx != obias || l.torch == tm));
+}
+
+/// A module returns a tensor and the sizes beside it (`x, (H, W)`), packed into a tuple in
+/// the graph: an element read back out of it is computed from that element alone. What is
+/// computed from the size only is constant (bookkeeping the exporter folds), and the tensor
+/// read back out stays computed from the input.
+#[test]
+fn an_element_unpacked_from_a_tuple_is_constant_by_its_own_producers() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let size = t.op("prim::NumToTensor", "embed", &[], &[2.0]);
+    let x = t.op("aten::relu", "embed", &[ti], &[1.0, 2.0]);
+    let unpacked_size = t.op("prim::TupleUnpack", "", &[x, size], &[2.0]);
+    let unpacked_x = t.op("prim::TupleUnpack", "", &[x, size], &[1.0, 2.0]);
+    let scaled = t.op("aten::mul", "pos", &[unpacked_size], &[4.0]);
+    let mut capture = t.build();
+    let before = constant_values(&capture);
+    assert!(before[size] && !before[unpacked_size] && !before[scaled]);
+    capture.element_inputs.insert(unpacked_size, vec![size]);
+    capture.element_inputs.insert(unpacked_x, vec![x]);
+    let after = constant_values(&capture);
+    assert!(after[unpacked_size] && after[scaled]);
+    assert!(!after[x] && !after[unpacked_x]);
 }

@@ -233,6 +233,7 @@ mod tests {
             side,
             values,
             uncapturable: Vec::new(),
+            element_inputs: Default::default(),
         }
     }
 

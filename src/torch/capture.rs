@@ -7,7 +7,7 @@
 use super::args::EncodedArgs;
 use super::convert::{to_host, with_bytes};
 use super::ffi::{ModulePlan, RunTensors};
-use super::meta::{GraphMeta, InputMeta, ModuleTree};
+use super::meta::{GraphMeta, InputMeta, ModuleTree, ValueMeta};
 use super::{archive, errors, hazards};
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::store::{Keep, Stored};
@@ -17,6 +17,7 @@ use crate::capture::{
 };
 use crate::signature::types::ArgValue;
 use anyhow::{anyhow, bail, Context, Result};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub type InputInfo = InputMeta;
@@ -267,7 +268,7 @@ impl TorchModel {
                 }
             };
             drop(tensor);
-            observed.push(id, &meta.inputs, dtype, shape, stored);
+            observed.push((id, meta), dtype, shape, stored);
             Ok(())
         };
         let run = self
@@ -280,7 +281,11 @@ impl TorchModel {
             ..
         } = observed;
         let mut values = Vec::with_capacity(firings.len() + run.outputs.len());
-        for (id, firing) in firings.into_iter().enumerate() {
+        let mut element_inputs = BTreeMap::new();
+        for (id, mut firing) in firings.into_iter().enumerate() {
+            if let Some(element) = firing.element_inputs.take() {
+                element_inputs.insert(id, element);
+            }
             values.push(self.intermediate(id, firing)?);
         }
         if let Some(missing) = metas
@@ -300,6 +305,7 @@ impl TorchModel {
             side: Side::Torch,
             values,
             uncapturable,
+            element_inputs,
         })
     }
 
@@ -430,6 +436,8 @@ struct Firing {
     iteration: usize,
     /// Producers, as positions in firing order.
     inputs: Vec<usize>,
+    /// Producers of the tuple element it was unpacked from, where it was (`ValueMeta`).
+    element_inputs: Option<Vec<usize>>,
     dtype: DType,
     shape: Vec<usize>,
     stored: Stored,
@@ -455,20 +463,24 @@ impl Observed {
 
     fn push(
         &mut self,
-        meta: usize,
-        producers: &[usize],
+        (meta, value): (usize, &ValueMeta),
         dtype: DType,
         shape: Vec<usize>,
         stored: Stored,
     ) {
         let iteration = self.fired[meta];
         self.fired[meta] += 1;
-        let inputs = producers.iter().filter_map(|&p| self.latest[p]).collect();
+        let firings = |producers: &[usize]| -> Vec<usize> {
+            producers.iter().filter_map(|&p| self.latest[p]).collect()
+        };
+        let inputs = firings(&value.inputs);
+        let element_inputs = value.element_inputs.as_deref().map(firings);
         self.latest[meta] = Some(self.values.len());
         self.values.push(Firing {
             meta,
             iteration,
             inputs,
+            element_inputs,
             dtype,
             shape,
             stored,

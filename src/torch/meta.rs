@@ -96,6 +96,10 @@ pub struct ValueMeta {
     #[serde(default)]
     pub block: String,
     pub inputs: Vec<usize>,
+    /// For a tensor unpacked from a tuple or list built in the graph: the producers of that
+    /// element alone (`inputs` lists everything packed beside it).
+    #[serde(default)]
+    pub element_inputs: Option<Vec<usize>>,
     /// For a tensor read straight out of a container or Optional argument: that argument's
     /// graph name (`inputs.1`) and the key it was read at (`input_ids`, `0`; `""` for an
     /// Optional); both `""` otherwise.

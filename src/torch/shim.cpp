@@ -300,6 +300,18 @@ void collect_carried(torch::jit::Block* block, Carried& carried) {
   }
 }
 
+// The value packed into a tuple or list in the graph that unpacked value `v` is, or null.
+const Value* packed_element(const Value* v) {
+  const Node* n = v->node();
+  if (n->kind() != c10::prim::TupleUnpack && n->kind() != c10::prim::ListUnpack) return nullptr;
+  const Node* pack = n->input(0)->node();
+  if ((pack->kind() != c10::prim::TupleConstruct && pack->kind() != c10::prim::ListConstruct) ||
+      pack->inputs().size() != n->outputs().size()) {
+    return nullptr;
+  }
+  return pack->input(v->offset());
+}
+
 // Ids of captured tensors that `v` was computed from, looking through non-tensor glue such
 // as prim::ListConstruct (the list argument of aten::cat) and loop-carried parameters.
 void collect_producers(const Value* v,
@@ -420,7 +432,8 @@ std::pair<std::string, std::string> argument_element(const Value* v) {
 // producers, and the control-flow block it sits in ("" at top level, "loop" or "if").
 void write_value(std::ostringstream& meta, bool first, const Value* out, Node* node,
                  const std::vector<size_t>& producers, const char* block,
-                 const TypePaths& type_paths) {
+                 const TypePaths& type_paths,
+                 const std::vector<size_t>* element_producers = nullptr) {
   meta << (first ? "" : ",") << "{\"name\":";
   json_escape(meta, out->debugName());
   auto [element_of, element_key] = argument_element(out);
@@ -445,7 +458,15 @@ void write_value(std::ostringstream& meta, bool first, const Value* out, Node* n
   }
   meta << "],\"block\":\"" << block << "\",\"inputs\":[";
   for (size_t p = 0; p < producers.size(); ++p) meta << (p ? "," : "") << producers[p];
-  meta << "]}";
+  meta << "]";
+  if (element_producers != nullptr) {
+    meta << ",\"element_inputs\":[";
+    for (size_t p = 0; p < element_producers->size(); ++p) {
+      meta << (p ? "," : "") << (*element_producers)[p];
+    }
+    meta << "]";
+  }
+  meta << "}";
 }
 
 // Gives every tensor output of the nodes in `block` an id, recursing into the bodies of
@@ -483,7 +504,14 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
         const Value* last = node->blocks()[0]->outputs()[out->offset() + 1];
         collect_producers(last, ids, carried, producers, 0);
       }
-      write_value(meta, captured.empty(), out, node, producers, kind, type_paths);
+      // A tensor unpacked from a tuple built in the graph depends on that element alone (the
+      // sizes a patch embedding returns next to its tensor, `x, (H, W)`): recorded apart,
+      // for what is constant, while `inputs` keeps the whole tuple for the dataflow.
+      const Value* element = packed_element(out);
+      std::vector<size_t> element_producers;
+      if (element != nullptr) collect_producers(element, ids, carried, element_producers, 0);
+      write_value(meta, captured.empty(), out, node, producers, kind, type_paths,
+                  element != nullptr ? &element_producers : nullptr);
       ids[out] = captured.size();
       captured.push_back(out);
     }
