@@ -16,6 +16,7 @@ use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
 use crate::compare::rounding;
 use crate::compare::stats::ErrorStats;
+use crate::compare::tied_selection;
 use crate::compare::tolerance::{Tolerance, TolerancePolicy};
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment::{self, Cut, Weights};
@@ -67,7 +68,8 @@ pub fn judge_origins(
         error: None,
     };
     match isolate(cfg, memory, &plan, torch, onnx, &eval.layers) {
-        Ok((isolated, runs)) => {
+        Ok((mut isolated, runs)) => {
+            tied_selection::pass_tied_selections(&eval.layers, onnx, &mut isolated);
             report.isolated_layers = isolated.iter().flatten().count();
             report.runs = runs;
             isolation::apply(&mut eval.layers, isolated, &cfg.policy.outputs);
@@ -180,6 +182,7 @@ impl Judging<'_> {
                     pass: stats.pass,
                     snr_db: Some(stats.snr_db),
                     rounding_floor: None,
+                    tied: false,
                 })
             };
             let of = self.layers_of.get(asked.as_str()).into_iter().flatten();

@@ -80,6 +80,7 @@ pub fn write(
         pass: stats.pass,
         snr_db: Some(stats.snr_db),
         rounding_floor: None,
+        tied: false,
     };
     let bundle = Bundle {
         cfg,

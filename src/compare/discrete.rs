@@ -27,6 +27,9 @@ pub struct DiscreteFlip {
     pub input_max_abs: f64,
     #[serde(serialize_with = "crate::compare::stats::finite_or_null")]
     pub input_rel_to_range: f64,
+    /// Fed PyTorch's values it selects the same values and orders equal ones its own way
+    /// (`tied_selection`), rather than deciding near-ties the other way.
+    pub tied: bool,
 }
 
 /// The layers whose discrete result differs while their own computation, fed PyTorch's
@@ -55,6 +58,7 @@ pub fn flips(layers: &[LayerResult], torch: &Capture) -> Vec<DiscreteFlip> {
                 total: l.cmp.numel,
                 input_max_abs: max_abs,
                 input_rel_to_range: rel,
+                tied: l.isolated.as_ref().is_some_and(|x| x.tied),
             }
         })
         .collect()

@@ -148,6 +148,7 @@ mod tests {
             pass,
             snr_db: None,
             rounding_floor: None,
+            tied: false,
         })
     }
 

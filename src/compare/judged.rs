@@ -109,6 +109,9 @@ pub struct Isolated {
     /// range) that float rounding alone may reach in its segment (`compare::rounding`);
     /// `null` otherwise.
     pub rounding_floor: Option<f64>,
+    /// An integer output of a selection that differs only in the order of equal values: the
+    /// node's values output agrees in isolation (`tied_selection`). It passes.
+    pub tied: bool,
 }
 
 /// Where a layer's error comes from.

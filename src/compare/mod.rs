@@ -3,7 +3,8 @@
 //! were computed in (`precision`), every pair compared and the first divergence found
 //! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`) and what float32 rounding alone does to them (`rounding_reference`), layers whose values are
 //! too small for the absolute tolerance to mean anything (`small_values`), discrete decisions
-//! that flip under rounding (`discrete`), what an isolation run feeds and what its results say about where each
+//! that flip under rounding (`discrete`) and selections that order equal values their own way
+//! (`tied_selection`), what an isolation run feeds and what its results say about where each
 //! error is made (`isolation`), and element-level detail for the layers a reader looks at
 //! (`details`).
 
@@ -20,4 +21,5 @@ pub mod rounding_reference;
 pub mod small_values;
 pub mod sqnr_rule;
 pub mod stats;
+pub mod tied_selection;
 pub mod tolerance;

@@ -64,9 +64,15 @@ pub fn flip_line(f: &DiscreteFlip, outputs_passed: Option<bool>) -> String {
         Some(false) => "the outputs fail their tolerance",
         None => "the outputs decide",
     };
+    let why = if f.tied {
+        "fed PyTorch's values it selects the same values, listing equal ones in its own order: \
+         ties broken the other way"
+    } else {
+        "fed PyTorch's values it agrees: near-ties decided the other way by rounding"
+    };
     format!(
-        "the {} at {} ({}) selects {} of {} items differently{inputs}; fed PyTorch's values it \
-         agrees: near-ties decided the other way by rounding, not an export bug ({outputs})",
+        "the {} at {} ({}) selects {} of {} items differently{inputs}; {why}, not an export bug \
+         ({outputs})",
         f.onnx_op,
         module_label(&f.module),
         f.onnx_node,

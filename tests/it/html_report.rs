@@ -441,6 +441,7 @@ fn degenerate_outcomes_still_render() {
             pass: rel == 0.0,
             snr_db: None,
             rounding_floor: None,
+            tied: false,
         });
     }
     for d in &mut odd.details {
