@@ -147,8 +147,9 @@ pub struct Capture {
     pub uncapturable: Vec<Uncapturable>,
     /// Per value unpacked from a tuple or list built in the graph (TorchScript's
     /// `prim::TupleUnpack`), the values that element alone was computed from. Its `inputs`
-    /// name everything packed beside it, which the dataflow follows; what is constant reads
-    /// these (a size returned next to a tensor, `x, (H, W)`, is not computed from `x`).
+    /// name everything packed beside it; what is constant and the pairing's dataflow checks
+    /// read these instead (a size returned next to a tensor, `x, (H, W)`, is not computed
+    /// from `x`; a query returned beside a value feeds only the query projection).
     pub element_inputs: BTreeMap<usize, Vec<usize>>,
 }
 

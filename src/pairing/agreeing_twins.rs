@@ -80,7 +80,7 @@ impl Pairer<'_> {
         };
         // A producer's twin that is a layout node may have been moved below this value:
         // the value is then computed from that node's inputs instead.
-        let needed: Vec<usize> = nearest_producer_twins(tv, |u| self.twin(u), t)
+        let needed: Vec<usize> = nearest_producer_twins(self.torch, |u| self.twin(u), t)
             .into_iter()
             .flat_map(|n| {
                 if is_layout(ov, n) {

@@ -44,7 +44,7 @@ impl Pairer<'_> {
             })
             .filter(|&(c, _)| computed_from_all(ov, c, needed))
             .filter(|&(_, other)| {
-                let theirs = nearest_producer_twins(tv, |u| self.twin(u), other);
+                let theirs = nearest_producer_twins(self.torch, |u| self.twin(u), other);
                 computed_from_all(ov, o, &theirs)
             })
             .map(|(c, other)| (other, self.distance(t, c)))

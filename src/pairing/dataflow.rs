@@ -14,7 +14,7 @@
 //! keeps its pair.
 
 use super::{compatible, is_layer_candidate, same_shape, PairedBy, Pairer};
-use crate::capture::CapturedValue;
+use crate::capture::{Capture, CapturedValue};
 use std::collections::{HashMap, HashSet};
 
 /// What siblings share: TorchScript op and shape, ONNX op, their producers' twins.
@@ -44,22 +44,27 @@ pub(super) fn permutations(n: usize) -> Vec<Vec<usize>> {
 }
 
 /// The ONNX twins of the nearest paired values that TorchScript value `t` was computed
-/// from, looking through unpaired ones.
+/// from, looking through unpaired ones. An element unpacked from a tuple built in the graph
+/// was computed from that element's producers only (`Capture::element_inputs`), not from
+/// every element of the tuple: a module that returns two tensors feeds each to its own
+/// consumers.
 pub(super) fn nearest_producer_twins(
-    tv: &[CapturedValue],
+    torch: &Capture,
     twin: impl Fn(usize) -> Option<usize>,
     t: usize,
 ) -> Vec<usize> {
+    let tv = &torch.values;
+    let inputs_of = |u: usize| torch.element_inputs.get(&u).unwrap_or(&tv[u].inputs);
     let mut twins = Vec::new();
     let mut seen = HashSet::new();
-    let mut stack: Vec<usize> = tv[t].inputs.clone();
+    let mut stack: Vec<usize> = inputs_of(t).clone();
     while let Some(u) = stack.pop() {
         if u >= tv.len() || u == t || !seen.insert(u) {
             continue;
         }
         match twin(u) {
             Some(o) => twins.push(o),
-            None => stack.extend(&tv[u].inputs),
+            None => stack.extend(inputs_of(u)),
         }
     }
     twins
@@ -97,7 +102,7 @@ impl Pairer<'_> {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
         for t in self.state.paired() {
             let o = self.state.twin(t).expect("paired");
-            let needed = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let needed = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             if computed_from_all(ov, o, &needed) {
                 // Computed from them, but maybe through a later link of their chain.
                 self.prefer_direct_producers(t, o, &needed);
@@ -182,7 +187,7 @@ impl Pairer<'_> {
         let mut siblings: HashMap<SiblingKey, Vec<usize>> = HashMap::new();
         for t in self.state.paired() {
             let o = self.state.twin(t).expect("paired");
-            let mut producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let mut producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             producers.sort_unstable();
             let key = (
                 tv[t].op.clone(),
@@ -290,9 +295,35 @@ mod tests {
             2 => Some(12),
             _ => None,
         };
-        let mut twins = nearest_producer_twins(&tv, twin, 3);
+        let mut twins = nearest_producer_twins(&capture(tv), twin, 3);
         twins.sort();
         assert_eq!(twins, [10, 12]);
+    }
+
+    fn capture(values: Vec<CapturedValue>) -> Capture {
+        Capture {
+            side: crate::capture::Side::Torch,
+            values,
+            uncapturable: vec![],
+            element_inputs: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_element_unpacked_from_a_tuple_needs_only_its_own_producers() {
+        // A module returns (0, 1) as a tuple built in the graph: 2 packs them, 3 unpacks
+        // element 1, and 4 is computed from 3. Value 4 needs only 1's twin, not 0's.
+        let mut torch = capture(graph(&[&[], &[], &[0, 1], &[2], &[3]]));
+        let twin = |u| match u {
+            0 => Some(10),
+            1 => Some(11),
+            _ => None,
+        };
+        let mut whole = nearest_producer_twins(&torch, twin, 4);
+        whole.sort();
+        assert_eq!(whole, [10, 11], "without element inputs, the whole tuple");
+        torch.element_inputs.insert(3, vec![1]);
+        assert_eq!(nearest_producer_twins(&torch, twin, 4), [11]);
     }
 
     #[test]

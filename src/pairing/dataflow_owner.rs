@@ -66,7 +66,7 @@ impl Pairer<'_> {
             .filter(|&u| !self.state.undone.contains(&(u, o)))
             .filter(|&u| same_shape(&tv[u], &ov[o]) && compatible(&tv[u].op, &ov[o].op))
             .filter(|&u| {
-                let needed = nearest_producer_twins(tv, twin, u);
+                let needed = nearest_producer_twins(self.torch, twin, u);
                 computed_from_all(ov, o, &needed) && !self.nearer_free_twin(u, o, &needed)
             })
             .filter(|&u| {
@@ -102,7 +102,7 @@ impl Pairer<'_> {
     /// Pairs marked off the dataflow because of a pair that has since moved: those whose
     /// ONNX value now follows their producers' twins are on it again.
     fn recheck_off_dataflow(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let ov = &self.onnx.values;
         let still: Vec<usize> = self
             .state
             .off_dataflow
@@ -110,7 +110,11 @@ impl Pairer<'_> {
             .copied()
             .filter(|&t| {
                 self.state.twin(t).is_some_and(|o| {
-                    !computed_from_all(ov, o, &nearest_producer_twins(tv, |u| self.twin(u), t))
+                    !computed_from_all(
+                        ov,
+                        o,
+                        &nearest_producer_twins(self.torch, |u| self.twin(u), t),
+                    )
                 })
             })
             .collect();

@@ -117,7 +117,11 @@ impl Pairer<'_> {
                 && !self.state.identities.contains(&u)
                 && same_shape(&tv[u], &ov[o])
                 && ops::compatible(&tv[u].op, &ov[o].op)
-                && computed_from_all(ov, o, &nearest_producer_twins(tv, |v| self.twin(v), u))
+                && computed_from_all(
+                    ov,
+                    o,
+                    &nearest_producer_twins(self.torch, |v| self.twin(v), u),
+                )
         });
         match (owners.next(), owners.next()) {
             (Some(only), None) => Some(only),

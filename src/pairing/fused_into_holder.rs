@@ -28,7 +28,7 @@ impl Pairer<'_> {
         let fused = holder > t
             && self.distance(holder, c) < AGREES
             && self.distance(t, c) > AGREES
-            && nearest_producer_twins(&self.torch.values, |u| self.twin(u), holder).contains(&own);
+            && nearest_producer_twins(self.torch, |u| self.twin(u), holder).contains(&own);
         fused.then_some(holder)
     }
 

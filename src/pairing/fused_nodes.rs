@@ -214,7 +214,7 @@ impl Pairer<'_> {
             if self.state.is_paired(t) || self.state.accounted(t) {
                 continue;
             }
-            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             for &c in &scopeless {
                 let kind =
@@ -250,7 +250,7 @@ impl Pairer<'_> {
         made.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         for (_, t, kind) in made {
             let c = self.state.twin(t).expect("paired");
-            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             let still_fits = computed_from_all(ov, c, &producers)
                 && placement(ov, c, &consumers, kind).is_some();
@@ -285,7 +285,7 @@ impl Pairer<'_> {
                 continue;
             };
             let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
-            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             if one_fused_node && computed_from_all(ov, node, &producers) {
                 let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
                 self.state.reason.insert(t, (reason, true));

@@ -59,7 +59,7 @@ impl Pairer<'_> {
                 (0..ov.len()).collect()
             };
             let listed = !torch_families(&tv[t].op).is_empty();
-            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             let after = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
             let fitting: Vec<usize> = scope
                 .into_iter()

@@ -21,13 +21,9 @@ impl Pairer<'_> {
     /// The paired ONNX values met first walking back from ONNX value `o` through unpaired
     /// ones (graph inputs count as paired).
     fn nearest_paired_onnx(&self, o: usize) -> BTreeSet<usize> {
-        nearest_producer_twins(
-            &self.onnx.values,
-            |u| self.state.is_taken(u).then_some(u),
-            o,
-        )
-        .into_iter()
-        .collect()
+        nearest_producer_twins(self.onnx, |u| self.state.is_taken(u).then_some(u), o)
+            .into_iter()
+            .collect()
     }
 
     /// Whether ONNX value `o` is computed directly (through unpaired values only) from every

@@ -83,7 +83,7 @@ impl Pairer<'_> {
             _ => {}
         }
         let twin = |u: usize| self.trusted_twin(u, relaid);
-        let needed = nearest_producer_twins(tv, twin, t);
+        let needed = nearest_producer_twins(self.torch, twin, t);
         if needed.is_empty() {
             return None;
         }

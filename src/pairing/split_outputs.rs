@@ -44,7 +44,7 @@ impl Pairer<'_> {
             if self.state.is_paired(t) {
                 continue;
             }
-            let producers = nearest_producer_twins(tv, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
             if producers.is_empty() {
                 continue;
             }
