@@ -73,7 +73,29 @@ fn normalise(path: &str, torch_paths: &HashSet<String>) -> String {
     let mut ending = torch_paths.iter().filter(|p| p.ends_with(&suffix));
     match (ending.next(), ending.next()) {
         (Some(only), None) => only.clone(),
-        _ => out,
+        _ => missing_inner_level(&out, torch_paths).unwrap_or(out),
+    }
+}
+
+/// A module reached through a method other than `forward` (a relative-position module whose
+/// `get_bias()` runs `self.mlp`) gets no scope level of its own from the legacy exporter, so
+/// the ONNX paths below it lack the one segment TorchScript's keep (`attn.mlp.fc1` for
+/// `attn.rel_pos.mlp.fc1`): the one TorchScript path that, with one inner segment left out,
+/// is the ONNX path. None when no path or several do.
+fn missing_inner_level(path: &str, torch_paths: &HashSet<String>) -> Option<String> {
+    let n = path.split('.').count();
+    let mut found = torch_paths.iter().filter(|p| {
+        let segments: Vec<&str> = p.split('.').collect();
+        segments.len() == n + 1
+            && (1..n).any(|gap| {
+                let mut rest = segments.clone();
+                rest.remove(gap);
+                rest.join(".") == path
+            })
+    });
+    match (found.next(), found.next()) {
+        (Some(only), None) => Some(only.clone()),
+        _ => None,
     }
 }
 
@@ -90,6 +112,8 @@ pub fn assign_keys(
     };
     let mut keys = Vec::with_capacity(values.len());
     let mut unknown: Vec<usize> = Vec::new();
+    // Normalising a path the TorchScript side lacks scans its paths: once per raw path.
+    let mut normalised: HashMap<String, String> = HashMap::new();
     for v in values {
         if skip(v) {
             keys.push(None);
@@ -107,7 +131,9 @@ pub fn assign_keys(
             keys.push(None);
             continue;
         }
-        keys.push(Some(calls.key_of(v, &levels(v, torch_paths))));
+        keys.push(Some(
+            calls.key_of(v, &levels(v, torch_paths, &mut normalised)),
+        ));
     }
     // A value of no recorded scope joins the call of its earliest consumer that has one: the
     // call it feeds. One whose consumers have none (an optimiser's MatMul feeding its fused
@@ -130,6 +156,7 @@ pub fn assign_keys(
 fn levels<'v>(
     v: &'v CapturedValue,
     torch_paths: Option<&HashSet<String>>,
+    normalised: &mut HashMap<String, String>,
 ) -> Vec<(&'v ScopeLevel, String)> {
     let depth = v.scope.len();
     v.scope
@@ -137,7 +164,10 @@ fn levels<'v>(
         .enumerate()
         .filter_map(|(i, l)| match torch_paths {
             Some(known) => {
-                let norm = normalise(&l.path, known);
+                let norm = normalised
+                    .entry(l.path.clone())
+                    .or_insert_with(|| normalise(&l.path, known))
+                    .clone();
                 // An outer level TorchScript never saw called is a container that is
                 // iterated, not called (`for block in self.h:`); the dynamo exporter lists
                 // it, libtorch's call stack does not. It would only split keys.
@@ -506,6 +536,34 @@ mod tests {
         assert_eq!(normalise("1", &torch), "blocks.1");
         // Two candidates: no guess.
         assert_eq!(normalise("0", &torch), "0");
+    }
+
+    #[test]
+    fn an_inner_level_missing_on_the_onnx_side_is_found_when_one_path_fits() {
+        let torch: HashSet<String> = [
+            "blocks.0.attn",
+            "blocks.0.attn.rel_pos.mlp",
+            "blocks.0.attn.rel_pos.mlp.fc1",
+            "blocks.0.mlp.fc1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            normalise("blocks.0.attn.mlp.fc1", &torch),
+            "blocks.0.attn.rel_pos.mlp.fc1"
+        );
+        assert_eq!(
+            normalise("blocks.0.attn.mlp", &torch),
+            "blocks.0.attn.rel_pos.mlp"
+        );
+        // A path TorchScript has is never moved, and two fits are no guess.
+        assert_eq!(normalise("blocks.0.mlp.fc1", &torch), "blocks.0.mlp.fc1");
+        let two: HashSet<String> = ["a.x.b.c", "a.y.b.c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(normalise("a.b.c", &two), "a.b.c");
     }
 
     #[test]
