@@ -136,20 +136,6 @@ impl Pairer<'_> {
         if best == 0 || !distances[best].is_finite() {
             return;
         }
-        // Values that agree with none of the chain do not choose: the node's value departs
-        // from all of them (a fault in the first module's weights), so the nearest is only
-        // the least wrong. Then only structure moves the pair: the modules it would pass have
-        // no ONNX node of their own. A GELU the exporter spelled out in its own nodes is not
-        // fused into the Linear before it because a planted fault made the Linear's twin
-        // differ.
-        let agreed = distances[best] <= DOUBTFUL;
-        if !agreed
-            && !chain[1..=best]
-                .iter()
-                .all(|&w| self.folded_without_a_trace(w))
-        {
-            return;
-        }
         let v = chain[best];
         let certain = best == chain.len() - 1
             && self.state.get(u).is_some_and(|m| m.certain)
