@@ -83,15 +83,13 @@ fn normalise(path: &str, torch_paths: &HashSet<String>) -> String {
 /// `attn.rel_pos.mlp.fc1`): the one TorchScript path that, with one inner segment left out,
 /// is the ONNX path. None when no path or several do.
 fn missing_inner_level(path: &str, torch_paths: &HashSet<String>) -> Option<String> {
-    let n = path.split('.').count();
+    let wanted: Vec<&str> = path.split('.').collect();
+    let n = wanted.len();
     let mut found = torch_paths.iter().filter(|p| {
         let segments: Vec<&str> = p.split('.').collect();
         segments.len() == n + 1
-            && (1..n).any(|gap| {
-                let mut rest = segments.clone();
-                rest.remove(gap);
-                rest.join(".") == path
-            })
+            && (1..n)
+                .any(|gap| segments[..gap] == wanted[..gap] && segments[gap + 1..] == wanted[gap..])
     });
     match (found.next(), found.next()) {
         (Some(only), None) => Some(only.clone()),
@@ -164,10 +162,14 @@ fn levels<'v>(
         .enumerate()
         .filter_map(|(i, l)| match torch_paths {
             Some(known) => {
-                let norm = normalised
-                    .entry(l.path.clone())
-                    .or_insert_with(|| normalise(&l.path, known))
-                    .clone();
+                let norm = match normalised.get(&l.path) {
+                    Some(norm) => norm.clone(),
+                    None => {
+                        let norm = normalise(&l.path, known);
+                        normalised.insert(l.path.clone(), norm.clone());
+                        norm
+                    }
+                };
                 // An outer level TorchScript never saw called is a container that is
                 // iterated, not called (`for block in self.h:`); the dynamo exporter lists
                 // it, libtorch's call stack does not. It would only split keys.
