@@ -119,6 +119,15 @@ impl CapturedValue {
             .data()
     }
 
+    /// The first and the last `k` elements as f64 (`Stored::edges`): spilled values read
+    /// back only those.
+    pub fn edges(&self, k: usize) -> Result<Vec<f64>> {
+        self.tensor
+            .as_ref()
+            .ok_or_else(|| anyhow!("value {} was not kept", self.name))?
+            .edges(k)
+    }
+
     /// The data when it is held in memory (always, without a memory budget).
     pub fn in_memory(&self) -> Option<&HostTensor> {
         self.tensor.as_ref().and_then(Stored::in_memory)

@@ -92,10 +92,20 @@ impl SpillRef {
     /// as the read.
     pub fn load(&self) -> Result<HostTensor> {
         let numel: usize = self.shape.iter().product();
+
+        Ok(HostTensor::new(
+            self.shape.clone(),
+            self.load_elements(0, numel)?,
+        ))
+    }
+
+    /// Elements `start..start + count` of the flattened tensor.
+    fn load_elements(&self, start: usize, count: usize) -> Result<TensorData> {
+        let offset = self.offset + (start * self.dtype.size_bytes()) as u64;
         let read = |bytes: &mut [u8]| {
             self.file
                 .file
-                .read_exact_at(bytes, self.offset)
+                .read_exact_at(bytes, offset)
                 .context("cannot read back from the spill file")
         };
         fn typed<T: Copy + Default>(
@@ -114,7 +124,8 @@ impl SpillRef {
             read(bytes)?;
             Ok(v)
         }
-        let data = match self.dtype {
+        let numel = count;
+        Ok(match self.dtype {
             DType::F16 => TensorData::F16(typed(numel, read)?),
             DType::Bf16 => TensorData::Bf16(typed(numel, read)?),
             DType::F32 => TensorData::F32(typed(numel, read)?),
@@ -130,8 +141,7 @@ impl SpillRef {
                 read(&mut raw)?;
                 TensorData::Bool(raw.iter().map(|&b| b != 0).collect())
             }
-        };
-        Ok(HostTensor::new(self.shape.clone(), data))
+        })
     }
 }
 
@@ -155,6 +165,27 @@ impl Stored {
         match self {
             Stored::Memory(t) => Ok(Cow::Borrowed(t)),
             Stored::Spilled(r) => r.load().map(Cow::Owned),
+        }
+    }
+
+    /// The first and the last `k` elements (all of them when there are at most `2k`),
+    /// widened to f64: a glance at a value that reads only those elements back.
+    pub fn edges(&self, k: usize) -> Result<Vec<f64>> {
+        match self {
+            Stored::Memory(t) => {
+                let n = t.numel();
+                let ends = edge_ranges(n, k);
+                Ok(ends.flat_map(|r| r.map(|i| t.data.get_f64(i))).collect())
+            }
+            Stored::Spilled(r) => {
+                let n: usize = r.shape.iter().product();
+                let mut out = Vec::new();
+                for range in edge_ranges(n, k) {
+                    let part = r.load_elements(range.start, range.len())?;
+                    out.extend((0..part.len()).map(|i| part.get_f64(i)));
+                }
+                Ok(out)
+            }
         }
     }
 
@@ -238,10 +269,41 @@ fn as_bytes(data: &TensorData) -> Cow<'_, [u8]> {
     }
 }
 
+/// The index ranges of the first and last `k` of `n` elements, one range when they meet.
+fn edge_ranges(n: usize, k: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (head, tail) = if n <= 2 * k {
+        (0..n, n..n)
+    } else {
+        (0..k, n - k..n)
+    };
+    [head, tail].into_iter().filter(|r| !r.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    #[test]
+    fn edges_read_the_same_elements_from_memory_and_from_the_spill_file() {
+        let spill = Keep::spill(true).unwrap();
+        let values: Vec<f32> = (0..10).map(|i| i as f32 - 0.5).collect();
+        let t = HostTensor::f32(vec![2, 5], values.clone());
+        for stored in [
+            Keep::Memory.keep(t.clone()).unwrap(),
+            spill.keep(t).unwrap(),
+        ] {
+            let widened = |r: std::ops::Range<usize>| -> Vec<f64> {
+                r.map(|i| f64::from(values[i])).collect()
+            };
+            let mut ends = widened(0..3);
+            ends.extend(widened(7..10));
+            assert_eq!(stored.edges(3).unwrap(), ends);
+            // Ends that meet are read once, whole.
+            assert_eq!(stored.edges(5).unwrap(), widened(0..10));
+            assert_eq!(stored.edges(8).unwrap(), widened(0..10));
+        }
+    }
 
     #[test]
     fn spilled_tensors_read_back_identical() {

@@ -19,7 +19,8 @@
 //! fault can change in one of two copies. Marking reads TorchScript's values only; a copy of
 //! one scope is settled after the alignment, by the dataflow check (`merged_copy_of`): when
 //! its twin is not computed from its producers' twins and the earlier copy's is, the graph
-//! kept one node for both.
+//! kept one node for both. Whether two values hold the same tensor is asked of the
+//! fingerprints of `value_memo`, which read each value once.
 
 use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::{is_layer_candidate, ops, same_shape, PairedBy, Pairer};
@@ -43,8 +44,8 @@ impl Pairer<'_> {
                 .or_default();
             let original = group.iter().copied().find(|&u| {
                 tv[u].module_path() != v.module_path()
-                    && same_data(&tv[u], v)
-                    && same_inputs(tv, &tv[u], v)
+                    && self.memo.same_torch_data(&tv[u], v)
+                    && self.same_inputs(&tv[u], v)
             });
             match original {
                 Some(u) => duplicates.push((v.id, u)),
@@ -79,12 +80,12 @@ impl Pairer<'_> {
             tv[u].op == v.op
                 && tv[u].shape == v.shape
                 && tv[u].dtype == v.dtype
-                && same_inputs(tv, &tv[u], v)
+                && self.same_inputs(&tv[u], v)
                 && self
                     .state
                     .twin(u)
                     .is_some_and(|o| computed_from_all(&self.onnx.values, o, needed))
-                && same_data(&tv[u], v)
+                && self.memo.same_torch_data(&tv[u], v)
         })
     }
 
@@ -138,25 +139,15 @@ fn weighted(op: &str) -> bool {
         .any(|f| matches!(*f, "conv" | "matmul" | "norm"))
 }
 
-/// Whether `u` and `v` read the same tensors, in the same order: the same captured values,
-/// or values that hold the same shape, dtype and elements.
-fn same_inputs(tv: &[CapturedValue], u: &CapturedValue, v: &CapturedValue) -> bool {
-    u.inputs.len() == v.inputs.len()
-        && u.inputs
-            .iter()
-            .zip(&v.inputs)
-            .all(|(&a, &b)| a == b || same_data(&tv[a], &tv[b]))
-}
-
-/// Whether two values hold exactly the same tensor, stopping at the first element apart.
-fn same_data(a: &CapturedValue, b: &CapturedValue) -> bool {
-    if a.shape != b.shape || a.dtype != b.dtype {
-        return false;
-    }
-    match (a.data(), b.data()) {
-        (Ok(x), Ok(y)) => {
-            x.numel() == y.numel() && (0..x.numel()).all(|i| x.data.get_f64(i) == y.data.get_f64(i))
-        }
-        _ => false,
+impl Pairer<'_> {
+    /// Whether `u` and `v` read the same tensors, in the same order: the same captured
+    /// values, or values that hold the same shape, dtype and elements.
+    fn same_inputs(&self, u: &CapturedValue, v: &CapturedValue) -> bool {
+        let tv = &self.torch.values;
+        u.inputs.len() == v.inputs.len()
+            && u.inputs
+                .iter()
+                .zip(&v.inputs)
+                .all(|(&a, &b)| a == b || self.memo.same_torch_data(&tv[a], &tv[b]))
     }
 }

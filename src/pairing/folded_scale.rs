@@ -15,7 +15,7 @@
 
 use super::ops::onnx_families;
 use super::{consumers_of, Pairer};
-use crate::capture::tensor::HostTensor;
+use crate::capture::tensor::{HostTensor, TensorData};
 use crate::capture::ValueRole;
 
 /// How far from 1 a factor must be to be a factor, not rounding.
@@ -41,36 +41,74 @@ fn factors(test: &HostTensor, reference: &HostTensor, axis: Option<usize>) -> Op
     }
     let shape = &reference.shape;
     let (channels, stride) = match axis {
-        None => (1, 1),
+        None => (1, n),
         Some(a) if a < shape.len() && test.shape == *shape => {
             (shape[a], shape[a + 1..].iter().product::<usize>())
         }
         Some(_) => return None,
     };
-    if channels == 0 || (axis.is_some() && n / channels < MIN_PER_CHANNEL) {
+    if channels == 0 || stride == 0 || (axis.is_some() && n / channels < MIN_PER_CHANNEL) {
         return None;
     }
-    let channel = |i: usize| (i / stride) % channels;
-    let (a, b) = (test.data.to_f64_vec(), reference.data.to_f64_vec());
-    let (mut ab, mut bb) = (vec![0.0; channels], vec![0.0; channels]);
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        ab[channel(i)] += x * y;
-        bb[channel(i)] += y * y;
+    // float32 is nearly every case; reading it directly avoids a type dispatch per element.
+    match (&test.data, &reference.data) {
+        (TensorData::F32(a), TensorData::F32(b)) => fit(
+            |i| f64::from(a[i]),
+            |i| f64::from(b[i]),
+            n,
+            channels,
+            stride,
+        ),
+        (a, b) => fit(|i| a.get_f64(i), |i| b.get_f64(i), n, channels, stride),
     }
+}
+
+/// `factors` over elements read by `x` (test) and `y` (reference), laid out as blocks of
+/// `stride` elements whose channel is the block's index modulo `channels`.
+fn fit(
+    x: impl Fn(usize) -> f64,
+    y: impl Fn(usize) -> f64,
+    n: usize,
+    channels: usize,
+    stride: usize,
+) -> Option<Vec<f64>> {
+    let blocks = |mut each: Box<dyn FnMut(usize, std::ops::Range<usize>) + '_>| {
+        (0..n / stride).for_each(|b| each(b % channels, b * stride..(b + 1) * stride))
+    };
+    let (mut ab, mut bb) = (vec![0.0; channels], vec![0.0; channels]);
+    let (mut range, mut reference_range, mut apart) = (0.0f64, 0.0f64, 0.0f64);
+    blocks(Box::new(|c, elements| {
+        for i in elements {
+            let (x, y) = (x(i), y(i));
+            ab[c] += x * y;
+            bb[c] += y * y;
+            range = range.max(x.abs());
+            reference_range = reference_range.max(y.abs());
+            apart = apart.max((x - y).abs());
+        }
+    }));
     // A channel that is zero throughout on the reference side takes factor 1: any works.
     let k: Vec<f64> = ab
         .iter()
         .zip(&bb)
         .map(|(&ab, &bb)| if bb == 0.0 { 1.0 } else { ab / bb })
         .collect();
-    if k.iter().any(|k| !k.is_finite()) {
+    if k.iter().any(|k| !k.is_finite()) || range <= 0.0 {
         return None;
     }
-    let range = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let worst = a.iter().zip(&b).enumerate().fold(0.0f64, |m, (i, (x, y))| {
-        m.max((x - k[channel(i)] * y).abs())
-    });
-    (range > 0.0 && worst <= EXACT * range).then_some(k)
+    // |x - k y| <= |x - y| + |k - 1| |y|: when that bound is within EXACT, so is the fit,
+    // and the second scan is not needed (every clean pair, whose factor is 1).
+    let off_one = k.iter().fold(0.0f64, |m, k| m.max((k - 1.0).abs()));
+    if apart + off_one * reference_range <= EXACT * range {
+        return Some(k);
+    }
+    let mut worst = 0.0f64;
+    blocks(Box::new(|c, elements| {
+        for i in elements {
+            worst = worst.max((x(i) - k[c] * y(i)).abs());
+        }
+    }));
+    (worst <= EXACT * range).then_some(k)
 }
 
 /// The one factor `k` with `test == k * reference` at every element, when there is one.
@@ -144,5 +182,39 @@ impl Pairer<'_> {
             );
             self.state.reason.insert(t, (reason, true));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(shape: &[usize], values: Vec<f32>) -> HostTensor {
+        HostTensor::f32(shape.to_vec(), values)
+    }
+
+    #[test]
+    fn factors_are_found_globally_and_per_channel_and_rounding_is_one() {
+        let reference: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin() + 0.1).collect();
+        let r = tensor(&[2, 3, 4], reference.clone());
+        let halved = tensor(&[2, 3, 4], reference.iter().map(|x| x * 0.5).collect());
+        assert_eq!(factors(&halved, &r, None), Some(vec![0.5]));
+        // One factor per channel along axis 1 (blocks of 4 elements, channel = block % 3).
+        let per_channel: Vec<f32> = reference
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x * [1.0, 2.0, 4.0][(i / 4) % 3])
+            .collect();
+        let k = factors(&tensor(&[2, 3, 4], per_channel), &r, Some(1)).unwrap();
+        assert_eq!(k, vec![1.0, 2.0, 4.0]);
+        // Float32 rounding alone: a factor of 1 (the one-scan bound decides).
+        let rounded: Vec<f32> = reference.iter().map(|x| x * (1.0 + 1e-7)).collect();
+        let k = factors(&tensor(&[2, 3, 4], rounded), &r, None).unwrap();
+        assert!((k[0] - 1.0).abs() < 1e-6);
+        // Not proportional: no factor, globally or per channel.
+        let mut apart = reference.clone();
+        apart[5] += 0.5;
+        assert_eq!(factors(&tensor(&[2, 3, 4], apart.clone()), &r, None), None);
+        assert_eq!(factors(&tensor(&[2, 3, 4], apart), &r, Some(1)), None);
     }
 }

@@ -12,7 +12,7 @@
 
 use super::ops::{aten_name, compatible, folds_into_conv, torch_families};
 use super::scopes::key_path;
-use super::{relative_distance, same_shape, PairedBy, Pairer};
+use super::{same_shape, PairedBy, Pairer};
 
 /// The most modules one ONNX node is taken to compute after the one it is named for
 /// (Conv, BatchNorm, activation, and one more for a bias or clip).
@@ -120,16 +120,7 @@ impl Pairer<'_> {
         if chain.len() == 1 {
             return;
         }
-        // Spilled data is read back for the values involved, then dropped.
-        let Ok(x) = ov[o].data() else { return };
-        let distances: Vec<f64> = chain
-            .iter()
-            .map(|&t| {
-                tv[t]
-                    .data()
-                    .map_or(f64::INFINITY, |d| relative_distance(&x, &d))
-            })
-            .collect();
+        let distances: Vec<f64> = chain.iter().map(|&t| self.distance(t, o)).collect();
         let best = (0..chain.len())
             .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
             .expect("non-empty");

@@ -51,6 +51,7 @@ mod split_outputs;
 mod state;
 mod taken_part;
 mod uncalled_levels;
+mod value_memo;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
@@ -357,6 +358,8 @@ struct Pairer<'a> {
     /// The graph inputs and outputs, paired by position before the passes run.
     boundary: Vec<Pair>,
     state: PairState,
+    /// Distances and fingerprints of the captured data, each computed once.
+    memo: value_memo::ValueMemo,
 }
 
 fn is_layer_candidate(v: &CapturedValue) -> bool {
@@ -440,6 +443,7 @@ impl<'a> Pairer<'a> {
             kept_constants,
             state: PairState::new(boundary.iter().map(|p| p.onnx)),
             boundary,
+            memo: Default::default(),
         }
     }
 
@@ -465,12 +469,11 @@ impl<'a> Pairer<'a> {
     }
 
     /// How far ONNX value `c` is from TorchScript value `t` (`relative_distance`); infinite
-    /// when either is not at hand. Spilled data is read back for the two values, then dropped.
+    /// when either is not at hand. Spilled data is read back for the two values, then
+    /// dropped; the distance is remembered.
     fn distance(&self, t: usize, c: usize) -> f64 {
-        match (self.torch.values[t].data(), self.onnx.values[c].data()) {
-            (Ok(reference), Ok(test)) => relative_distance(&test, &reference),
-            _ => f64::INFINITY,
-        }
+        self.memo
+            .distance(&self.torch.values[t], &self.onnx.values[c])
     }
 
     /// Runs the passes in their declared order, then turns the state into the pairing.
