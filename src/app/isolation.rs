@@ -14,10 +14,10 @@ use crate::capture::{Capture, CapturedValue, ValueRole};
 use crate::cli::config::CheckConfig;
 use crate::compare::evaluate::{judged_stats, origins_of, Evaluation};
 use crate::compare::isolation::{self, FedValue, Plan};
-use crate::compare::rounding;
 use crate::compare::stats::ErrorStats;
 use crate::compare::tied_selection;
 use crate::compare::tolerance::{Tolerance, TolerancePolicy};
+use crate::compare::{rounding, segment_ops};
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment::{self, Cut, Weights};
 use crate::onnx::session_run::{ort_input, run_values, RunOutputs};
@@ -94,6 +94,7 @@ fn isolate(
     let mut model = crate::onnx::model::load(&cfg.onnx_path)?;
     let cuts = cuts(plan);
     let feeds = Feeds::new(plan, torch, onnx);
+    let fed: HashSet<&str> = plan.fed.iter().map(|f| f.onnx_name.as_str()).collect();
     let mut layers_of: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, l) in layers.iter().enumerate() {
         layers_of
@@ -147,8 +148,9 @@ fn isolate(
                 iso.as_mut(),
                 responses.get(onnx.values[layers[i].onnx_id].name.as_str()),
             ) {
-                x.rounding_floor = Some(rounding::FLOOR_FACTOR * response);
-                x.pass = x.pass || rounding::within_floor(x.rel_to_range, response);
+                let ops = segment_ops::float_ops(onnx, &fed, layers[i].onnx_id);
+                x.rounding_floor = Some(rounding::floor_factor(ops) * response);
+                x.pass = x.pass || rounding::within_floor(x.rel_to_range, response, ops);
             }
             isolated[i] = iso;
         }

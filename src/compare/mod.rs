@@ -18,6 +18,7 @@ pub mod output_tolerance;
 pub mod precision;
 pub mod rounding;
 pub mod rounding_reference;
+pub mod segment_ops;
 pub mod small_values;
 pub mod sqnr_rule;
 pub mod stats;

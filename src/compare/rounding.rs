@@ -18,11 +18,21 @@ use half::{bf16, f16};
 use crate::capture::tensor::{HostTensor, TensorData};
 
 /// How many times the response to one rounding of the inputs a segment's error may reach and
-/// still be rounding: the segment's own ops round too (each at most as sensitive as the
-/// inputs), and errors of independent ops add. Calibrated so that clean isolated segments of
-/// the sweep stay below it and every planted fault of the fixture zoo stays above it
+/// still be rounding, at most: the segment's own ops round too (each at most as sensitive as
+/// the inputs), and errors of independent ops add. Calibrated so that clean isolated segments
+/// of the sweep stay below it and every planted fault of the fixture zoo stays above it
 /// (README, "Tolerances").
 pub const FLOOR_FACTOR: f64 = 16.0;
+
+/// The share of `FLOOR_FACTOR` one op of the segment earns: a lone op rounds its inputs, its
+/// weights and its result once each, so four roundings cover it with room; four ops or more
+/// get the whole factor.
+pub const FLOOR_PER_OP: f64 = 4.0;
+
+/// The factor for a segment of `ops` float ops (`segment_ops::float_ops`).
+pub fn floor_factor(ops: usize) -> f64 {
+    (FLOOR_PER_OP * ops.max(1) as f64).min(FLOOR_FACTOR)
+}
 
 /// A deterministic sign per element: a cheap integer hash of the index.
 fn sign(i: usize) -> f64 {
@@ -73,11 +83,12 @@ pub fn perturbed(t: &HostTensor) -> HostTensor {
 }
 
 /// Whether an isolated error of `isolated_rel` (of range) is within what rounding can do to a
-/// segment whose result moves by `response_rel` (of range) when its inputs are rounded once.
-pub fn within_floor(isolated_rel: f64, response_rel: f64) -> bool {
+/// segment of `ops` float ops whose result moves by `response_rel` (of range) when its inputs
+/// are rounded once.
+pub fn within_floor(isolated_rel: f64, response_rel: f64, ops: usize) -> bool {
     isolated_rel.is_finite()
         && response_rel.is_finite()
-        && isolated_rel <= FLOOR_FACTOR * response_rel
+        && isolated_rel <= floor_factor(ops) * response_rel
 }
 
 #[cfg(test)]
@@ -102,12 +113,19 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_scales_the_response() {
-        assert!(within_floor(3.7e-3, 1e-3));
-        assert!(!within_floor(2e-2, 1e-3));
+    fn the_floor_scales_the_response_by_the_segments_ops() {
+        assert!(within_floor(3.7e-3, 1e-3, 12));
+        assert!(!within_floor(2e-2, 1e-3, 12));
         assert!(
-            !within_floor(1e-6, 0.0),
+            !within_floor(1e-6, 0.0, 12),
             "a segment that does not respond has no floor"
         );
+        // A lone op: four roundings, not sixteen (a float16 Conv weight scaled by 2.3%
+        // moved its segment 16x its response and hid under the whole factor).
+        assert!(within_floor(3.9e-3, 1e-3, 1));
+        assert!(!within_floor(1.6e-2, 1e-3, 1));
+        assert_eq!(floor_factor(0), floor_factor(1));
+        assert_eq!(floor_factor(2), 8.0);
+        assert_eq!(floor_factor(40), FLOOR_FACTOR);
     }
 }

@@ -13,7 +13,8 @@ use crate::capture::{CapturedValue, ValueRole};
 
 impl Pairer<'_> {
     /// A leaf module call's output is the last ONNX value of the same call with its shape.
-    /// Certain when that is the call's only value of the module's kind and shape.
+    /// Certain when that is the call's only value of the module's kind and shape that no
+    /// other such value reads.
     pub(super) fn pair_module_outputs(&mut self) {
         if !self.onnx_has_scopes {
             return;
@@ -38,9 +39,16 @@ impl Pairer<'_> {
                         && (t == output || compatible(&tv[t].op, &ov[*o].op))
                 };
                 if let Some(&o) = o_ids.iter().rev().find(|o| fitting(o)) {
-                    let kind = |o: &&usize| fitting(o) && compatible(&tv[t].op, &ov[**o].op);
-                    let certain =
-                        o_ids.iter().filter(kind).count() == 1 && self.placed_by_scope(t, o);
+                    let kind = |o: &usize| fitting(o) && compatible(&tv[t].op, &ov[*o].op);
+                    let candidates: Vec<usize> = o_ids.iter().copied().filter(kind).collect();
+                    // A candidate another candidate reads is a partial result of the same
+                    // computation (a Linear's MatMul before its bias Add), not a second
+                    // plausible output: the one that completes the chain is the output.
+                    let completing = candidates
+                        .iter()
+                        .filter(|&&c| !candidates.iter().any(|&d| ov[d].inputs.contains(&c)))
+                        .count();
+                    let certain = completing == 1 && self.placed_by_scope(t, o);
                     self.state.assign(t, o, PairedBy::ModuleOutput, certain);
                     for &other in o_ids.iter().filter(|&&i| i != o) {
                         self.state
