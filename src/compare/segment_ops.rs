@@ -36,3 +36,60 @@ pub fn float_ops(onnx: &Capture, fed: &HashSet<&str>, start: usize) -> usize {
     }
     ops
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::tensor::DType;
+    use crate::capture::{CapturedValue, Side};
+
+    /// A value named `v{id}` read from `inputs`; no inputs is a constant.
+    fn value(id: usize, inputs: &[usize], dtype: DType, role: ValueRole) -> CapturedValue {
+        CapturedValue {
+            id,
+            name: format!("v{id}"),
+            op: "Op".to_string(),
+            node: String::new(),
+            scope: Vec::new(),
+            scope_recorded: true,
+            source: None,
+            source_stack: Vec::new(),
+            role,
+            dtype,
+            shape: vec![1],
+            inputs: inputs.to_vec(),
+            tensor: None,
+        }
+    }
+
+    #[test]
+    fn a_segment_counts_its_float_ops_up_to_the_fed_values() {
+        use DType::{F32, I64};
+        use ValueRole::{Input, Intermediate};
+        // 0 input -> 1 fed -> 2 -> 3 (also reads 4, a shape computed from 1, and 5, a
+        // constant) -> 6, which also reads 1 again.
+        let onnx = Capture {
+            side: Side::Onnx,
+            values: vec![
+                value(0, &[], F32, Input(0)),
+                value(1, &[0], F32, Intermediate),
+                value(2, &[1], F32, Intermediate),
+                value(3, &[2, 4, 5], F32, Intermediate),
+                value(4, &[1], I64, Intermediate),
+                value(5, &[], F32, Intermediate),
+                value(6, &[3, 1], F32, Intermediate),
+            ],
+            uncapturable: vec![],
+            element_inputs: Default::default(),
+        };
+        let fed: HashSet<&str> = HashSet::from(["v1"]);
+        assert_eq!(
+            float_ops(&onnx, &fed, 6),
+            3,
+            "6, 3 and 2; not the shape or the constant"
+        );
+        assert_eq!(float_ops(&onnx, &fed, 2), 1, "a lone op");
+        // Nothing fed: the walk goes up to the graph input.
+        assert_eq!(float_ops(&onnx, &HashSet::new(), 2), 2);
+    }
+}
