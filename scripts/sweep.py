@@ -190,8 +190,13 @@ def fault_checks(spec, pair, args, binary_id):
             cache.write_json(recipes_path, {"error": f"fault planning failed ({status}): "
                                                      f"{tail}", "faults": []})
             return
-    from sweep import faults
-    if faults.refresh_expected(recipes, os.path.join(folder, pair, "model.onnx")):
+    from sweep import faults, module_tree
+
+    def modules():
+        if module_tree.read_modules(folder) is None:
+            run_child(["_modules", spec["id"]], 600)
+        return module_tree.read_modules(folder)
+    if faults.refresh_expected(recipes, os.path.join(folder, pair, "model.onnx"), modules):
         cache.write_json(recipes_path, recipes)
     for recipe in recipes.get("faults", []):
         key = f"{spec['id']}/{pair}/{recipe['id']}"
@@ -238,10 +243,12 @@ def plan_faults(model_id, pair, precision):
     """Child: writes faults.json (recipes, expected culprits, isolated sizes) for one pair."""
     import numpy as np
     import onnx
-    from sweep import faults
+    from sweep import faults, module_tree
     folder = cache.model_dir(model_id)
     clean = onnx.load(os.path.join(folder, pair, "model.onnx"))
-    recipes = faults.plan(clean, f"{model_id}/{pair}")
+    if module_tree.read_modules(folder) is None:
+        module_tree.write_modules(folder)
+    recipes = faults.plan(clean, f"{model_id}/{pair}", module_tree.read_modules(folder))
     with np.load(os.path.join(folder, "inputs.npz")) as z:
         feeds = {k: z[k] for k in z.files}
     faults.isolated_sizes(clean, recipes, feeds, precision)
@@ -276,6 +283,10 @@ def main(argv):
         return 0
     if argv and argv[0] == "_faults":
         plan_faults(*argv[1:4])
+        return 0
+    if argv and argv[0] == "_modules":
+        from sweep import module_tree
+        module_tree.write_modules(cache.model_dir(argv[1]))
         return 0
     args = parse_args(argv)
     if not os.path.exists(args.binary) and not args.report_only:

@@ -105,6 +105,17 @@ def module_relation(expected, reported):
     return "elsewhere"
 
 
+RELATIONS = ["same", "inside the expected module", "an enclosing module", "a sibling module",
+             "elsewhere", "no module", "expected unknown"]
+
+
+def expected_relation(recipe, reported):
+    """`module_relation` to the expected module, or to the nearest of the candidates when
+    the ONNX names fit several modules of the model (module_tree.py)."""
+    expected = recipe.get("expected_candidates") or [recipe.get("expected_module")]
+    return min((module_relation(e, reported) for e in expected), key=RELATIONS.index)
+
+
 def fault_outcome(result, recipe):
     """Judges one fault's check: dict with detected, module_right, op_right, category, cause."""
     iso = recipe.get("isolated") or {}
@@ -136,7 +147,7 @@ def fault_outcome(result, recipe):
                        cause=f"{recipe['kind']} on {recipe['op_type']}: {why}")
         return out
     node = first.get("onnx_node")
-    relation = module_relation(recipe.get("expected_module"), first.get("module"))
+    relation = expected_relation(recipe, first.get("module"))
     # A culprit the graph knows only up to an enclosing module (faults.py, `enclosing_scope`)
     # is found by any module inside it.
     enclosing = recipe.get("expected_module_from") == "enclosing_scope"

@@ -25,7 +25,9 @@ module's output (downstream of it in the same module scope; in a graph without s
 chain of sole consumers up to two hops: a MatMul's bias Add, then any further sole consumers
 that only re-shape it or scale/shift it by a constant: a decomposed group norm's affine Mul and
 Add) and the re-shapes that hold them. Where the graph names no module for the mutated node,
-the judge (causes.py) takes an accepted node as the right module too.
+the judge (causes.py) takes an accepted node as the right module too. A path that names no
+module of the TorchScript model (an exporter dropped a level) is read against the model's own
+module tree (module_tree.py).
 
 Isolated size: the clean model runs in ONNX Runtime with the mutated node's inputs and output
 exposed; the mutated node alone, fed those values, is compared with the clean output. Within
@@ -41,6 +43,8 @@ import re
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from sweep import module_tree
 
 WEIGHT_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "FusedConv", "FusedGemm",
               "FusedMatMul"}
@@ -440,27 +444,31 @@ def attribute_changes(model, rng):
 # Bumped when the expected-culprit derivation (module or accepted nodes) changes: cached recipes
 # are then re-derived from their clean graph (refresh_expected), so the cache never mixes two
 # derivations.
-DERIVATION = 4
+DERIVATION = 5
 
 
-def refresh_expected(doc, model_path):
+def refresh_expected(doc, model_path, modules):
     """Re-derives the expected culprit of cached recipes planned under an older derivation;
-    True when `doc` changed (the caller writes it back)."""
+    True when `doc` changed (the caller writes it back). `modules()` lists the TorchScript
+    model's modules (module_tree)."""
     if doc.get("derivation") == DERIVATION or not doc.get("faults"):
         return False
     graph = onnx.load(model_path, load_external_data=False).graph
+    listed = modules()
     for r in doc["faults"]:
         node = graph.node[r["node_index"]]
         init_name = node.input[r.get("input_index", 1)] if r["kind"] != "attribute" else None
         r["expected_module"], r["expected_module_from"] = expected_module(node, graph,
                                                                           init_name)
+        module_tree.resolve(r, listed)
         r["accepted_nodes"] = accepted_nodes(graph, r["node_index"])
     doc["derivation"] = DERIVATION
     return True
 
 
-def plan(model, pair_key, faults_per_kind=None):
-    """The fault recipes for one clean model, deterministic in pair_key."""
+def plan(model, pair_key, modules=None):
+    """The fault recipes for one clean model, deterministic in pair_key; `modules` are the
+    TorchScript model's (module_tree), which the expected culprits are read against."""
     rng = random.Random(pair_key)
     graph = model.graph
     total = max(1, len(graph.node))
@@ -497,6 +505,7 @@ def plan(model, pair_key, faults_per_kind=None):
                  depth=round(r["node_index"] / total, 3), expected_module=module,
                  expected_module_from=source,
                  accepted_nodes=accepted_nodes(graph, r["node_index"]))
+        module_tree.resolve(r, modules)
         if r["kind"] == "scale":
             r["detail"] = (f"{node.op_type} input {r['input_index']} ({init_name}) "
                            f"x{r['factor']}")

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sweep import causes, faults  # noqa: E402
+from sweep import causes, faults, module_tree  # noqa: E402
 
 
 def _graph(nodes, inits=()):
@@ -120,6 +120,40 @@ class DecomposedNorms(unittest.TestCase):
         self.assertTrue(out["module_right"] and out["op_right"])
         # The next layer is not.
         result["first_divergence"]["onnx_node"] = "node_Conv_628"
+        self.assertFalse(causes.fault_outcome(result, recipe)["module_right"])
+
+
+class ModuleTree(unittest.TestCase):
+    MODULES = {"", "model", "model.decoder", "model.decoder.layers.0",
+               "model.decoder.layers.0.v_proj", "blocks.0.attn", "blocks.0.attn.rel_pos",
+               "blocks.0.attn.rel_pos.mlp", "blocks.0.attn.rel_pos.mlp.fc2", "enc",
+               "enc.layers.0.norm", "enc.layers.1.norm", "enc.layers.0", "enc.layers.1"}
+
+    def resolved(self, expected):
+        recipe = {"expected_module": expected, "expected_module_from": "node_name"}
+        module_tree.resolve(recipe, self.MODULES)
+        return recipe
+
+    def test_a_dropped_inner_level_or_wrapper_is_read_from_the_model(self):
+        self.assertEqual(self.resolved("blocks.0.attn.mlp.fc2")["expected_module"],
+                         "blocks.0.attn.rel_pos.mlp.fc2")
+        recipe = self.resolved("decoder.layers.0.v_proj")
+        self.assertEqual(recipe["expected_module"], "model.decoder.layers.0.v_proj")
+        self.assertEqual(recipe["expected_module_from"], "node_name+module_tree")
+
+    def test_a_module_of_the_model_is_kept_and_an_ambiguous_path_accepts_each_fit(self):
+        self.assertEqual(self.resolved("enc.layers.0.norm"),
+                         {"expected_module": "enc.layers.0.norm",
+                          "expected_module_from": "node_name"})
+        recipe = self.resolved("enc.norm")
+        self.assertEqual(recipe["expected_candidates"], ["enc.layers.0.norm",
+                                                          "enc.layers.1.norm"])
+        recipe.update(kind="attribute", op_type="LayerNormalization", node="n",
+                      accepted_nodes=["n"])
+        result = {"exit": 1, "first_divergence": {"module": "enc.layers.1.norm",
+                                                  "onnx_node": "other"}}
+        self.assertTrue(causes.fault_outcome(result, recipe)["module_right"])
+        result["first_divergence"]["module"] = "enc.layers.1"
         self.assertFalse(causes.fault_outcome(result, recipe)["module_right"])
 
 
