@@ -111,6 +111,12 @@ pub(super) const PASSES: &[Pass] = &[
         name: "left_open",
         run: |p| p.pair_left_open(),
     },
+    // The layout pairs judged again, now that `left_open` has paired the values they look
+    // through to (a key's `cat` before its transpose).
+    Pass {
+        name: "relaid_after_open",
+        run: |p| p.unpair_relaid_layout(),
+    },
     // A failing pair of crossed chains moved to the value of its call that agrees with it.
     Pass {
         name: "agreeing_twins",
