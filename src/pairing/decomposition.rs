@@ -5,7 +5,19 @@
 //! input; when such a node of the same kind and shape is closer to the TorchScript value, the
 //! pair moves to it (taking it from a value it matches worse, which the order had shifted
 //! onto it).
+//!
+//! Structure settles it too, where values cannot: a fault after the partial value leaves
+//! every candidate far from the TorchScript value. A TorchScript op read only by a layout op
+//! (a reshape) has as its output the computing node that the reader's twin reads through
+//! layout nodes only; when that node is computed from the pair's partial value and fits the
+//! op's kind and shape, the pair moves to it. GPT-J's and Qwen3's attention
+//! (`scaled_dot_product_attention`, 16 tokens and a head of 16) met the scores' MatMul first,
+//! of the output's shape; with a Softmax fault the values no longer pointed at the MatMul
+//! after the Softmax, and the fault was reported at the scores.
 
+use super::dataflow::computed_from_all;
+use super::ops::onnx_families;
+use super::relaid_layout::computes_nothing;
 use super::{compatible, consumers_of, is_layer_candidate, same_shape, PairedBy, Pairer};
 
 impl Pairer<'_> {
@@ -39,5 +51,52 @@ impl Pairer<'_> {
             }
             self.state.rebind(t, c, PairedBy::DecomposedOp, false);
         }
+        self.complete_for_layout_readers();
     }
+
+    /// The structural rule of the module doc: a pair not certain, whose TorchScript value has
+    /// one reader, a layout op, moves to the computing node that reader's twin reads.
+    fn complete_for_layout_readers(&mut self) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let readers = consumers_of(tv);
+        for t in self.state.paired() {
+            let Some(made) = self.state.get(t).filter(|m| !m.certain) else {
+                continue;
+            };
+            let o = made.onnx;
+            let [u] = readers[t][..] else { continue };
+            let Some(read) = self.state.twin(u).filter(|_| computes_nothing(&tv[u])) else {
+                continue;
+            };
+            let c = computing_source(ov, read);
+            if c == o
+                || c == read
+                || self.state.is_taken(c)
+                || !same_shape(&tv[t], &ov[c])
+                || !compatible(&tv[t].op, &ov[c].op)
+                || !computed_from_all(ov, c, &[o])
+            {
+                continue;
+            }
+            self.state.rebind(t, c, PairedBy::DecomposedOp, false);
+        }
+    }
+}
+
+/// The first node up from ONNX value `o` that is not a layout node, following the one float
+/// value each layout node rearranges (a Reshape's shape operand is not followed).
+fn computing_source(ov: &[crate::capture::CapturedValue], mut o: usize) -> usize {
+    while onnx_families(&ov[o].op).contains(&"layout") {
+        let data: Vec<usize> = ov[o]
+            .inputs
+            .iter()
+            .copied()
+            .filter(|&i| ov[i].dtype.is_float())
+            .collect();
+        match data[..] {
+            [only] => o = only,
+            _ => break,
+        }
+    }
+    o
 }
