@@ -46,35 +46,53 @@ fn sign(i: usize) -> f64 {
 }
 
 /// `t` with every float element moved by about one unit in the last place of its type;
-/// integer and bool tensors (indices, masks) are returned unchanged.
+/// integer and bool tensors (indices, masks) are returned unchanged. An element that moving
+/// away from zero would carry past the type's largest value moves toward zero instead: an
+/// attention mask holds the float minimum, and turning it into -inf made a Softmax over it
+/// respond by half its range, a floor that hid a Softmax on the wrong axis (0.99 of range).
 pub fn perturbed(t: &HostTensor) -> HostTensor {
     // Relative size of one unit in the last place of each float type.
     const F32_ULP: f64 = f32::EPSILON as f64;
     const F16_ULP: f64 = 9.765_625e-4;
     const BF16_ULP: f64 = 7.812_5e-3;
+    // `x` moved by `ulp` in the direction `sign(i)` gives, in the type `to` converts to.
+    fn moved<T>(
+        x: f64,
+        i: usize,
+        ulp: f64,
+        to: impl Fn(f64) -> T,
+        finite: impl Fn(&T) -> bool,
+    ) -> T {
+        let away = to(x * (1.0 + sign(i) * ulp));
+        if finite(&away) || !x.is_finite() {
+            away
+        } else {
+            to(x * (1.0 - ulp))
+        }
+    }
     let data = match &t.data {
         TensorData::F32(v) => TensorData::F32(
             v.iter()
                 .enumerate()
-                .map(|(i, &x)| (x as f64 * (1.0 + sign(i) * F32_ULP)) as f32)
+                .map(|(i, &x)| moved(x as f64, i, F32_ULP, |y| y as f32, |y| y.is_finite()))
                 .collect(),
         ),
         TensorData::F64(v) => TensorData::F64(
             v.iter()
                 .enumerate()
-                .map(|(i, &x)| x * (1.0 + sign(i) * f64::EPSILON))
+                .map(|(i, &x)| moved(x, i, f64::EPSILON, |y| y, |y| y.is_finite()))
                 .collect(),
         ),
         TensorData::F16(v) => TensorData::F16(
             v.iter()
                 .enumerate()
-                .map(|(i, &x)| f16::from_f64(x.to_f64() * (1.0 + sign(i) * F16_ULP)))
+                .map(|(i, &x)| moved(x.to_f64(), i, F16_ULP, f16::from_f64, |y| y.is_finite()))
                 .collect(),
         ),
         TensorData::Bf16(v) => TensorData::Bf16(
             v.iter()
                 .enumerate()
-                .map(|(i, &x)| bf16::from_f64(x.to_f64() * (1.0 + sign(i) * BF16_ULP)))
+                .map(|(i, &x)| moved(x.to_f64(), i, BF16_ULP, bf16::from_f64, |y| y.is_finite()))
                 .collect(),
         ),
         other => other.clone(),
@@ -110,6 +128,18 @@ mod tests {
         assert_eq!(perturbed(&t).data, p.data, "deterministic");
         let ints = HostTensor::new(vec![2], TensorData::I64(vec![3, 4]));
         assert_eq!(perturbed(&ints).data, ints.data);
+        // The largest values stay finite (a mask's float minimum), infinities stay.
+        let extremes = HostTensor::f32(vec![4], vec![f32::MIN, f32::MAX, f32::MIN, f32::INFINITY]);
+        let TensorData::F32(moved) = perturbed(&extremes).data else {
+            panic!("float32 stays float32")
+        };
+        assert!(moved[..3].iter().all(|x| x.is_finite()), "{moved:?}");
+        assert_eq!(moved[3], f32::INFINITY);
+        let half = HostTensor::new(vec![2], TensorData::F16(vec![f16::MAX, f16::MIN]));
+        let TensorData::F16(moved) = perturbed(&half).data else {
+            panic!("float16 stays float16")
+        };
+        assert!(moved.iter().all(|x| x.is_finite()));
     }
 
     #[test]
