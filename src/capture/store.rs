@@ -99,8 +99,8 @@ impl SpillRef {
         ))
     }
 
-    /// Elements `start..start + count` of the flattened tensor.
-    fn load_elements(&self, start: usize, count: usize) -> Result<TensorData> {
+    /// Elements `start..start + numel` of the flattened tensor.
+    fn load_elements(&self, start: usize, numel: usize) -> Result<TensorData> {
         let offset = self.offset + (start * self.dtype.size_bytes()) as u64;
         let read = |bytes: &mut [u8]| {
             self.file
@@ -124,7 +124,6 @@ impl SpillRef {
             read(bytes)?;
             Ok(v)
         }
-        let numel = count;
         Ok(match self.dtype {
             DType::F16 => TensorData::F16(typed(numel, read)?),
             DType::Bf16 => TensorData::Bf16(typed(numel, read)?),
