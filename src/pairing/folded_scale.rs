@@ -13,6 +13,7 @@
 //! weights of their own are never unpaired here: a planted scale on their weights yields
 //! the same proportionality, and it is a fault.
 
+use super::lanes::{for_each_lane, max_of, LANES};
 use super::ops::onnx_families;
 use super::{consumers_of, Pairer};
 use crate::capture::tensor::{HostTensor, TensorData};
@@ -72,21 +73,18 @@ fn fit(
     channels: usize,
     stride: usize,
 ) -> Option<Vec<f64>> {
-    let blocks = |mut each: Box<dyn FnMut(usize, std::ops::Range<usize>) + '_>| {
-        (0..n / stride).for_each(|b| each(b % channels, b * stride..(b + 1) * stride))
-    };
     let (mut ab, mut bb) = (vec![0.0; channels], vec![0.0; channels]);
-    let (mut range, mut reference_range, mut apart) = (0.0f64, 0.0f64, 0.0f64);
-    blocks(Box::new(|c, elements| {
-        for i in elements {
-            let (x, y) = (x(i), y(i));
-            ab[c] += x * y;
-            bb[c] += y * y;
-            range = range.max(x.abs());
-            reference_range = reference_range.max(y.abs());
-            apart = apart.max((x - y).abs());
-        }
-    }));
+    let mut scan = Scan::default();
+    for b in 0..n / stride {
+        let (block_ab, block_bb) = scan.block(&x, &y, b * stride, stride);
+        ab[b % channels] += block_ab;
+        bb[b % channels] += block_bb;
+    }
+    let Scan {
+        range,
+        reference_range,
+        apart,
+    } = scan;
     // A channel that is zero throughout on the reference side takes factor 1: any works.
     let k: Vec<f64> = ab
         .iter()
@@ -102,13 +100,44 @@ fn fit(
     if apart + off_one * reference_range <= EXACT * range {
         return Some(k);
     }
-    let mut worst = 0.0f64;
-    blocks(Box::new(|c, elements| {
-        for i in elements {
-            worst = worst.max((x(i) - k[c] * y(i)).abs());
-        }
-    }));
+    let worst = (0..n).fold(0.0f64, |m, i| {
+        m.max((x(i) - k[(i / stride) % channels] * y(i)).abs())
+    });
     (worst <= EXACT * range).then_some(k)
+}
+
+/// The extremes of one scan (`lanes`): the largest |x|, |y| and |x - y|.
+#[derive(Default)]
+struct Scan {
+    range: f64,
+    reference_range: f64,
+    apart: f64,
+}
+
+impl Scan {
+    /// Folds in elements `start..start + len`, returning their sums of x·y and y².
+    fn block(
+        &mut self,
+        x: &impl Fn(usize) -> f64,
+        y: &impl Fn(usize) -> f64,
+        start: usize,
+        len: usize,
+    ) -> (f64, f64) {
+        let (mut ab, mut bb) = ([0.0f64; LANES], [0.0f64; LANES]);
+        let (mut r, mut rr, mut ap) = ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
+        for_each_lane(start, len, |lane, i| {
+            let (x, y) = (x(i), y(i));
+            ab[lane] += x * y;
+            bb[lane] += y * y;
+            r[lane] = r[lane].max(x.abs());
+            rr[lane] = rr[lane].max(y.abs());
+            ap[lane] = ap[lane].max((x - y).abs());
+        });
+        self.range = self.range.max(max_of(r));
+        self.reference_range = self.reference_range.max(max_of(rr));
+        self.apart = self.apart.max(max_of(ap));
+        (ab.iter().sum(), bb.iter().sum())
+    }
 }
 
 /// The one factor `k` with `test == k * reference` at every element, when there is one.

@@ -29,6 +29,7 @@ mod fusion;
 mod identities;
 mod input_reach;
 mod kept_control_flow;
+mod lanes;
 mod left_open;
 mod legacy_names;
 mod module_computation;
@@ -56,6 +57,7 @@ mod value_memo;
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
 use anyhow::{bail, Result};
+use lanes::{for_each_lane, max_of, LANES};
 use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
 use scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
 use serde::Serialize;
@@ -275,21 +277,23 @@ fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
     if a.numel() != b.numel() {
         return f64::INFINITY;
     }
-    let (mut worst, mut range) = (0.0f64, 0.0f64);
-    let mut add = |x: f64, y: f64| {
+    let (mut worst, mut range, mut nan) = ([0.0f64; LANES], [0.0f64; LANES], false);
+    let mut add = |lane: usize, x: f64, y: f64| {
         let d = (x - y).abs();
-        worst = worst.max(d);
-        range = range.max(y.abs());
-        !d.is_nan()
+        worst[lane] = worst[lane].max(d);
+        range[lane] = range[lane].max(y.abs());
+        nan |= d.is_nan();
     };
     // float32 is nearly every case; reading it directly avoids a type dispatch per element.
-    let all_finite = match (&a.data, &b.data) {
-        (TensorData::F32(x), TensorData::F32(y)) => x
-            .iter()
-            .zip(y)
-            .all(|(&x, &y)| add(f64::from(x), f64::from(y))),
-        _ => (0..a.numel()).all(|i| add(a.data.get_f64(i), b.data.get_f64(i))),
-    };
+    match (&a.data, &b.data) {
+        (TensorData::F32(x), TensorData::F32(y)) => for_each_lane(0, x.len(), |lane, i| {
+            add(lane, f64::from(x[i]), f64::from(y[i]))
+        }),
+        _ => for_each_lane(0, a.numel(), |lane, i| {
+            add(lane, a.data.get_f64(i), b.data.get_f64(i))
+        }),
+    }
+    let (worst, range, all_finite) = (max_of(worst), max_of(range), !nan);
     if !all_finite {
         return f64::INFINITY;
     }
