@@ -72,20 +72,23 @@ def production_only_failure(result):
         and all(g.startswith("production session") for g in gates)
 
 
-def run_check(binary, pt, onnx, inputs, timeout, extra_args=()):
-    """One align-check run; returns the summary dict (never raises for the run's outcome)."""
-    result = _run_once(binary, pt, onnx, inputs, timeout, extra_args, {})
+def run_check(binary, pt, onnx, inputs, timeout, extra_args=(), keep=None):
+    """One align-check run; returns what `keep` (default `summarise`) keeps of its report,
+    with its exit status (never raises for the run's outcome). A TorchScript model that
+    calls a library's operator is run again with that library (`--torch-ops`)."""
+    keep = keep or summarise
+    result = _run_once(binary, pt, onnx, inputs, timeout, extra_args, {}, keep)
     refused = result.get("exit") == 2 and op_libraries.refused_operator(result.get("stderr", []))
     found = refused and op_libraries.library_for(*refused)
     if found:
         library, env = found
         result = _run_once(binary, pt, onnx, inputs, timeout,
-                           ("--torch-ops", library, *extra_args), env)
+                           ("--torch-ops", library, *extra_args), env, keep)
         result["torch_ops"] = library
     return result
 
 
-def _run_once(binary, pt, onnx, inputs, timeout, extra_args, env):
+def _run_once(binary, pt, onnx, inputs, timeout, extra_args, env, keep):
     with tempfile.TemporaryDirectory(prefix="sweep-check-") as tmp:
         json_path = os.path.join(tmp, "report.json")
         cmd = [binary, pt, onnx, "--inputs", inputs, "--threads", "1", "--json", json_path,
@@ -107,7 +110,7 @@ def _run_once(binary, pt, onnx, inputs, timeout, extra_args, env):
             except ValueError as err:
                 result["json_error"] = str(err)
         if report is not None:
-            result.update(summarise(report))
+            result.update(keep(report))
         if proc.returncode not in (0, 1) or report is None:
             lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
             result["stderr"] = lines[-STDERR_LINES:]

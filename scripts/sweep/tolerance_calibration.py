@@ -17,8 +17,6 @@ the mutated graph) and how many of them lie below the default tolerance.
 import json
 import math
 import os
-import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -86,28 +84,9 @@ def summarise(report):
 
 def isolated_check(binary, pt, onnx, inputs, timeout):
     """One `align-check --isolate` run as check.py runs a clean check (one thread, a private
-    working folder, the exit status as it is), kept as `summarise` says; never raises."""
-    with tempfile.TemporaryDirectory(prefix="sweep-calibration-") as tmp:
-        json_path = os.path.join(tmp, "report.json")
-        cmd = [binary, pt, onnx, "--inputs", inputs, "--threads", "1", "--isolate",
-               "--json", json_path]
-        start = time.time()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return {"exit": "timeout", "wall_s": time.time() - start, "timeout_s": timeout}
-        result = {"exit": proc.returncode, "wall_s": time.time() - start}
-        report = cache.read_json(json_path)
-        if report is not None:
-            result.update(summarise(report))
-        else:
-            lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-            result["stderr"] = lines[-check.STDERR_LINES:]
-            # The machine, not the pair: such a result is not kept (the sweep re-runs it).
-            result["environment_error"] = any("No space left on device" in line
-                                              for line in lines)
-        return result
+    working folder, a library operator's library found as the sweep finds it, the exit status
+    as it is), kept as `summarise` says; never raises."""
+    return check.run_check(binary, pt, onnx, inputs, timeout, ("--isolate",), keep=summarise)
 
 
 def _model_rows(spec, pair_names, args, binary_id, log):
@@ -143,9 +122,15 @@ def run(specs, pair_names, args, binary_id, log):
     return [row for rows in per_model for row in rows]
 
 
+def _is_nan(x):
+    return isinstance(x, float) and math.isnan(x)
+
+
 def distribution(values):
-    """count, min, median, p90, p99, max (nearest rank) of the finite values."""
-    v = sorted(x for x in values if x is not None)
+    """count, min, median, p90, p99, max (nearest rank) of the values that are numbers: a NaN
+    (a planted fault whose isolated error is not a number) is left out, since it would leave
+    the sort unordered and the ranks meaningless."""
+    v = sorted(x for x in values if x is not None and not _is_nan(x))
     if not v:
         return {"count": 0}
 
@@ -212,6 +197,8 @@ def tables(rows, sweep):
             "output_rel_to_range": distribution(o[1] for o in outputs),
             "output_required_atol": distribution(o[2] for o in outputs),
             "fault_isolated_rel_to_range": distribution(f["rel_to_range"] for f in faults),
+            "faults": len(faults),
+            "faults_isolated_nan": sum(1 for f in faults if _is_nan(f["rel_to_range"])),
             "faults_below_default_tolerance": sum(1 for f in faults if f.get("below_tolerance")),
             "faults_that_must_fail": len(must_fail),
             "faults_that_must_fail_detected": sum(1 for f in must_fail
@@ -280,7 +267,8 @@ def render(data):
         if smallest:
             margin += f" and {smallest / t['default_atol']:.1f}x below the smallest fault " \
                       "that must fail"
-        lines += ["", f"Planted faults: {t['fault_isolated_rel_to_range'].get('count', 0)}, "
+        lines += ["", f"Planted faults: {t['faults']} ({t['faults_isolated_nan']} whose isolated "
+                  "error is not a number, left out of (d)), "
                   f"{t['faults_below_default_tolerance']} of them below the default tolerance "
                   f"in isolation; of the {t['faults_that_must_fail']} that must fail, "
                   f"{t['faults_that_must_fail_detected']} exit 1, the smallest "
