@@ -6,7 +6,6 @@
 
 use crate::app::isolation;
 use crate::app::onnx_loading::{self, LoadedOnnx, OnnxSettings};
-use crate::app::production;
 use crate::app::progress::Progress;
 use crate::app::rounding_reference;
 use crate::app::runner::Runner;
@@ -511,19 +510,9 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
     drop((torch, onnx));
     memory::release_freed();
     let references = std::mem::take(&mut acc.production);
-    let ahead = production::runs_ahead(cfg, plan.budget);
-    let (outcome, made) = std::thread::scope(|s| {
-        let references = &references;
-        let made = ahead.map(|source| s.spawn(move || production::ahead(source, references)));
-        let outcome = acc.finish(cfg, (started, progress), &plan, files);
-        // A thread that panicked made nothing: the session runs again below and reports.
-        (outcome, made.and_then(|m| m.join().ok().flatten()))
-    });
-    let mut outcome = outcome?;
-    // The wait for the session made ahead, if it outlasted the judging, is the check's too.
-    outcome.timing.total_s = started.elapsed().as_secs_f64();
+    let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
-    production::check(cfg, &mut outcome, &references, (made, progress));
+    crate::app::production::check(cfg, &mut outcome, &references, progress);
     if let Some(q) = quantization {
         let mut report = crate::quantized::analysis::analyse(
             &outcome.layers,

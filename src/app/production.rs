@@ -6,12 +6,8 @@
 //! Cost: one session and one run per sample when the production session agrees (or differs
 //! as the unoptimised run does); the bisection's sessions, on one sample, only when it
 //! differs on its own, and with a named pass two more (the paired layers exposed, with and
-//! without the pass: `production::layers`). A production session that cannot be built or run
-//! is reported, not fatal: the per-layer check stands on its own.
-//!
-//! Where memory allows (`runs_ahead`), the first session is built and run on a thread of its
-//! own while the check judges its layers (`ahead`): it needs only the samples, and on two
-//! cores it costs as much as the judging does.
+//! without the pass: `production::layers`). A production session that cannot be built or run is reported, not
+//! fatal: the per-layer check stands on its own.
 
 use crate::app::progress::Progress;
 use crate::capture::tensor::{DType, HostTensor};
@@ -28,109 +24,41 @@ use crate::production::report::{ProductionReport, ProductionStatus, Workaround};
 use crate::production::settings::{OptLevel, ProductionSettings};
 use anyhow::Result;
 use prost::Message;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The production session's outputs on every sample, made on a thread of its own while the
-/// check judges its layers (`ahead`), to be judged by `check`.
-pub struct Ahead {
-    produced: Result<Produced>,
-    sessions: usize,
-    seconds: f64,
-}
-
-/// One sample's outputs, by name.
-type Outputs = Vec<(String, crate::capture::tensor::HostTensor)>;
-
-/// The model as shipped and its production session's outputs on every sample.
-type Produced = (Shipped, Vec<Outputs>);
-
-/// What the production session is built from: the part of the check's configuration that
-/// can go to another thread.
-#[derive(Clone, Copy)]
-pub struct Source<'a> {
-    onnx: &'a Path,
-    custom_ops: Option<&'a Path>,
-    settings: &'a ProductionSettings,
-}
-
-impl<'a> Source<'a> {
-    /// The production session's source, when it runs at all.
-    fn of(cfg: &'a CheckConfig) -> Option<Source<'a>> {
-        Some(Source {
-            onnx: &cfg.onnx_path,
-            custom_ops: cfg.runtime.ort_custom_ops.as_deref(),
-            settings: cfg.production.as_ref()?,
-        })
-    }
-}
-
-/// The session's source when it can run while the check judges: it is on, no memory budget
-/// holds (a budget's session keeps to what the check freed, so it runs after), and the
-/// machine has room for a second session next to the check's values
-/// (`onnx_loading::in_parallel`, the same test as loading both models at once).
-pub fn runs_ahead(cfg: &CheckConfig, budget: Option<u64>) -> Option<Source<'_>> {
-    let source = Source::of(cfg)?;
-    (budget.is_none() && crate::app::onnx_loading::in_parallel(cfg)).then_some(source)
-}
-
-/// Builds the production session and runs it on `samples`; judging waits for `check`.
-pub fn ahead(source: Source<'_>, samples: &[ReferenceSample]) -> Option<Ahead> {
-    if samples.is_empty() {
-        return None;
-    }
-    let started = Instant::now();
-    let mut sessions = 0;
-    let produced = produce(source, false, samples, &mut sessions);
-    Some(Ahead {
-        produced,
-        sessions,
-        seconds: started.elapsed().as_secs_f64(),
-    })
-}
-
-/// Runs the production session on `samples` (the check's, in order), or judges what `ahead`
-/// made of them, and adds its record and gate to `outcome`. Does nothing with
-/// `--production off`.
+/// Runs the production session on `samples` (the check's, in order) and adds its record and
+/// gate to `outcome`. Does nothing with `--production off`.
 pub fn check(
     cfg: &CheckConfig,
     outcome: &mut Outcome,
     samples: &[ReferenceSample],
-    (ahead, progress): (Option<Ahead>, &Progress),
+    progress: &Progress,
 ) {
-    let Some(source) = Source::of(cfg) else {
+    let Some(settings) = &cfg.production else {
         return;
     };
     if samples.is_empty() {
         return;
     }
-    let settings = source.settings;
     let started = Instant::now();
     progress.stage(&format!(
         "running the production session (ONNX Runtime {})",
         settings.level
     ));
+    let mut sessions = 0;
     // Under a budget (given or chosen) the session keeps to it: what the check freed goes
     // back to the OS first, and the session reserves no block for every intermediate.
     let budgeted = outcome.memory.budget_bytes.is_some();
-    let (mut sessions, ahead_s, made) = match ahead {
-        Some(a) => (a.sessions, a.seconds, Some(a.produced)),
-        None => {
-            crate::capture::memory::release_freed();
-            (0, 0.0, None)
-        }
-    };
+    crate::capture::memory::release_freed();
     let layers = layer_values(&outcome.layers);
-    let run_with = (source, budgeted, layers.as_slice());
-    let mut report = match run(cfg, run_with, (samples, made), progress, &mut sessions) {
+    let run_with = (settings, budgeted, layers.as_slice());
+    let mut report = match run(cfg, run_with, samples, progress, &mut sessions) {
         Ok(report) => report,
         Err(e) => failed(settings, e.to_string()),
     };
     report.sessions = sessions;
-    // Work done ahead ran while the check judged: it counts in the session's own time, not
-    // again in the check's wall time.
     let seconds = started.elapsed().as_secs_f64();
-    outcome.timing.production_s = ahead_s + seconds;
+    outcome.timing.production_s = seconds;
     outcome.timing.total_s += seconds;
     outcome.add_gate(Gate {
         name: GateName::Production,
@@ -148,8 +76,6 @@ struct Shipped {
     bytes: Vec<u8>,
     /// The check ran under a memory budget, which the production session keeps too.
     lean: bool,
-    /// The custom-op library the sessions register.
-    custom_ops: Option<PathBuf>,
 }
 
 impl Shipped {
@@ -157,10 +83,11 @@ impl Shipped {
     /// `disabled` transformers turned off besides.
     fn outputs(
         &self,
+        cfg: &CheckConfig,
         (settings, level, disabled): (&ProductionSettings, OptLevel, &[&str]),
         samples: &[ReferenceSample],
         sessions: &mut usize,
-    ) -> Result<Vec<Outputs>> {
+    ) -> Result<Vec<Vec<(String, crate::capture::tensor::HostTensor)>>> {
         let config = settings.config_disabling(disabled);
         let tuning = Tuning {
             level,
@@ -172,7 +99,7 @@ impl Shipped {
         let mut session = session_tuned(
             &self.model,
             &self.bytes,
-            self.custom_ops.as_deref(),
+            cfg.runtime.ort_custom_ops.as_deref(),
             &tuning,
         )?;
         samples
@@ -182,15 +109,15 @@ impl Shipped {
     }
 }
 
-/// The model as shipped and its production session's outputs on `samples`.
-fn produce(
-    source: Source<'_>,
-    lean: bool,
+fn run(
+    cfg: &CheckConfig,
+    (settings, budgeted, layers): (&ProductionSettings, bool, &[LayerValue]),
     samples: &[ReferenceSample],
+    progress: &Progress,
     sessions: &mut usize,
-) -> Result<Produced> {
+) -> Result<ProductionReport> {
     // The session is built from the file's own bytes: the model as shipped, not as decoded.
-    let (mut model, bytes) = onnx::model::load_with_bytes(source.onnx)?;
+    let (mut model, bytes) = onnx::model::load_with_bytes(&cfg.onnx_path)?;
     // From here on only the bytes need the weights (the model is read for its signature):
     // one copy fewer while ONNX Runtime builds its own, under a memory budget too.
     if let Some(graph) = model.proto.graph.as_mut() {
@@ -199,28 +126,9 @@ fn produce(
     let shipped = Shipped {
         model,
         bytes,
-        lean,
-        custom_ops: source.custom_ops.map(Path::to_path_buf),
+        lean: budgeted,
     };
-    let settings = source.settings;
-    let produced = shipped.outputs((settings, settings.level, &[]), samples, sessions)?;
-    Ok((shipped, produced))
-}
-
-/// Judges the production session's outputs (`made` ahead, or made here), and bisects
-/// ONNX Runtime's optimisers when only this session differs.
-fn run(
-    cfg: &CheckConfig,
-    (source, budgeted, layers): (Source<'_>, bool, &[LayerValue]),
-    (samples, made): (&[ReferenceSample], Option<Result<Produced>>),
-    progress: &Progress,
-    sessions: &mut usize,
-) -> Result<ProductionReport> {
-    let (shipped, produced) = match made {
-        Some(made) => made?,
-        None => produce(source, budgeted, samples, sessions)?,
-    };
-    let settings = source.settings;
+    let produced = shipped.outputs(cfg, (settings, settings.level, &[]), samples, sessions)?;
     let judged = samples
         .iter()
         .zip(&produced)
@@ -241,7 +149,7 @@ fn run(
     // One sample, the one that shows the difference most, decides every step.
     let sample = std::slice::from_ref(&samples[telling]);
     let found = bisect(settings.level, |level, disabled| {
-        let produced = shipped.outputs((settings, level, disabled), sample, sessions)?;
+        let produced = shipped.outputs(cfg, (settings, level, disabled), sample, sessions)?;
         Ok(production_only(&judge_sample(
             &sample[0],
             &produced[0],
@@ -346,12 +254,13 @@ fn locate(
         model,
         bytes,
         lean: false,
-        custom_ops: cfg.runtime.ort_custom_ops.clone(),
     };
     let mut values = |disabled: &[&str]| -> Result<Vec<(String, HostTensor)>> {
         let settings_level = (settings, settings.level, disabled);
         let sample = std::slice::from_ref(sample);
-        Ok(exposed.outputs(settings_level, sample, sessions)?.remove(0))
+        Ok(exposed
+            .outputs(cfg, settings_level, sample, sessions)?
+            .remove(0))
     };
     let with = values(&[])?;
     let without = values(&[pass])?;
