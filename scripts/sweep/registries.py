@@ -269,11 +269,13 @@ TRANSFORMER_ARCHS = [
     ("deit", "AutoModel", "image_hf", {}),
     ("beit", "AutoModel", "image_hf", {}),
     ("dinov2", "AutoModel", "image_hf", {}),
+    # Swin reads num_attention_heads as its per-stage num_heads: the list, not the default.
     ("swin", "AutoModel", "image_hf", {"embed_dim": 16, "depths": [1, 1],
-                                       "num_heads": [1, 2], "window_size": 2,
-                                       "patch_size": 4}),
-    ("convnext", "AutoModel", "image_hf", dict(_CNN)),
-    ("convnextv2", "AutoModel", "image_hf", dict(_CNN)),
+                                       "num_heads": [1, 2], "num_attention_heads": [1, 2],
+                                       "window_size": 2, "patch_size": 4}),
+    # ConvNeXt counts its stages apart from hidden_sizes (default 4).
+    ("convnext", "AutoModel", "image_hf", dict(_CNN, num_stages=2)),
+    ("convnextv2", "AutoModel", "image_hf", dict(_CNN, num_stages=2)),
     ("resnet", "AutoModel", "image_hf", dict(_CNN, embedding_size=16)),
     ("regnet", "AutoModel", "image_hf", dict(_CNN, embedding_size=16, groups_width=8)),
     ("mobilevit", "AutoModel", "image_hf", {"image_size": 64, "hidden_sizes": [32, 32, 32],
@@ -288,7 +290,9 @@ TRANSFORMER_ARCHS = [
                                              "num_encoder_blocks": 2,
                                              "patch_sizes": [7, 3], "strides": [4, 2],
                                              "padding": [2, 1]}),
-    ("levit", "AutoModel", "image_hf", {"image_size": 64, "hidden_sizes": [32, 48],
+    # LeViT's patch embedding always downsamples 16x; its patch_size must say so.
+    ("levit", "AutoModel", "image_hf", {"image_size": 64, "patch_size": 16,
+                                        "hidden_sizes": [32, 48],
                                         "num_attention_heads": [2, 3], "depths": [1, 1],
                                         "key_dim": [8, 8], "drop_path_rate": 0,
                                         "mlp_ratio": [2, 2], "attention_ratio": [2, 2],
