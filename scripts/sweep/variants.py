@@ -49,7 +49,10 @@ def _ort_transformer(source, target, spec):
 
 
 def _fp16(source, target, spec):
-    from onnxconverter_common import float16
+    """ONNX Runtime's own float16 converter, inputs and outputs kept float32. (onnxconverter-
+    common's left 32 of the sweep's exports unloadable: a Gather or Cast it kept in float32
+    feeding nodes it had converted.)"""
+    from onnxruntime.transformers import float16
     model = float16.convert_float_to_float16(onnx.load(source), keep_io_types=True)
     onnx.save(model, target)
 
