@@ -15,6 +15,7 @@
 
 use super::lanes::{for_each_lane, max_of, LANES};
 use super::ops::onnx_families;
+use super::wide_scan;
 use super::{consumers_of, Pairer};
 use crate::capture::tensor::{HostTensor, TensorData};
 use crate::capture::ValueRole;
@@ -51,40 +52,54 @@ fn factors(test: &HostTensor, reference: &HostTensor, axis: Option<usize>) -> Op
     if channels == 0 || stride == 0 || (axis.is_some() && n / channels < MIN_PER_CHANNEL) {
         return None;
     }
-    // float32 is nearly every case; reading it directly avoids a type dispatch per element.
+    // float32 is nearly every case: scanned wide, without a type dispatch per element.
     match (&test.data, &reference.data) {
         (TensorData::F32(a), TensorData::F32(b)) => fit(
-            |i| f64::from(a[i]),
-            |i| f64::from(b[i]),
+            |start, len| {
+                let e = wide_scan::scan(&a[start..start + len], &b[start..start + len]);
+                Sums {
+                    xy: e.xy,
+                    yy: e.yy,
+                    range: f64::from(e.max_x),
+                    reference_range: f64::from(e.max_y),
+                    apart: f64::from(e.max_apart),
+                }
+            },
+            |i| (f64::from(a[i]), f64::from(b[i])),
             n,
-            channels,
-            stride,
+            (channels, stride),
         ),
-        (a, b) => fit(|i| a.get_f64(i), |i| b.get_f64(i), n, channels, stride),
+        (a, b) => {
+            let x = |i| (a.get_f64(i), b.get_f64(i));
+            fit(
+                |start, len| Sums::of(&x, start, len),
+                x,
+                n,
+                (channels, stride),
+            )
+        }
     }
 }
 
-/// `factors` over elements read by `x` (test) and `y` (reference), laid out as blocks of
-/// `stride` elements whose channel is the block's index modulo `channels`.
+/// `factors` over `n` elements laid out as blocks of `stride` elements whose channel is the
+/// block's index modulo `channels`; `block(start, len)` scans a block, `x(i)` reads element
+/// `i` of both sides (test, reference) for the second scan that only an inexact fit needs.
 fn fit(
-    x: impl Fn(usize) -> f64,
-    y: impl Fn(usize) -> f64,
+    block: impl Fn(usize, usize) -> Sums,
+    x: impl Fn(usize) -> (f64, f64),
     n: usize,
-    channels: usize,
-    stride: usize,
+    (channels, stride): (usize, usize),
 ) -> Option<Vec<f64>> {
     let (mut ab, mut bb) = (vec![0.0; channels], vec![0.0; channels]);
-    let mut scan = Scan::default();
+    let (mut range, mut reference_range, mut apart) = (0.0f64, 0.0f64, 0.0f64);
     for b in 0..n / stride {
-        let (block_ab, block_bb) = scan.block(&x, &y, b * stride, stride);
-        ab[b % channels] += block_ab;
-        bb[b % channels] += block_bb;
+        let s = block(b * stride, stride);
+        ab[b % channels] += s.xy;
+        bb[b % channels] += s.yy;
+        range = range.max(s.range);
+        reference_range = reference_range.max(s.reference_range);
+        apart = apart.max(s.apart);
     }
-    let Scan {
-        range,
-        reference_range,
-        apart,
-    } = scan;
     // A channel that is zero throughout on the reference side takes factor 1: any works.
     let k: Vec<f64> = ab
         .iter()
@@ -101,42 +116,41 @@ fn fit(
         return Some(k);
     }
     let worst = (0..n).fold(0.0f64, |m, i| {
-        m.max((x(i) - k[(i / stride) % channels] * y(i)).abs())
+        let (x, y) = x(i);
+        m.max((x - k[(i / stride) % channels] * y).abs())
     });
     (worst <= EXACT * range).then_some(k)
 }
 
-/// The extremes of one scan (`lanes`): the largest |x|, |y| and |x - y|.
-#[derive(Default)]
-struct Scan {
+/// What one block's scan found: sums of x·y and y², the largest |x|, |y| and |x - y|.
+struct Sums {
+    xy: f64,
+    yy: f64,
     range: f64,
     reference_range: f64,
     apart: f64,
 }
 
-impl Scan {
-    /// Folds in elements `start..start + len`, returning their sums of x·y and y².
-    fn block(
-        &mut self,
-        x: &impl Fn(usize) -> f64,
-        y: &impl Fn(usize) -> f64,
-        start: usize,
-        len: usize,
-    ) -> (f64, f64) {
+impl Sums {
+    /// Scans elements `start..start + len` read by `x` (test, reference) on four lanes.
+    fn of(x: &impl Fn(usize) -> (f64, f64), start: usize, len: usize) -> Sums {
         let (mut ab, mut bb) = ([0.0f64; LANES], [0.0f64; LANES]);
         let (mut r, mut rr, mut ap) = ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
         for_each_lane(start, len, |lane, i| {
-            let (x, y) = (x(i), y(i));
+            let (x, y) = x(i);
             ab[lane] += x * y;
             bb[lane] += y * y;
             r[lane] = r[lane].max(x.abs());
             rr[lane] = rr[lane].max(y.abs());
             ap[lane] = ap[lane].max((x - y).abs());
         });
-        self.range = self.range.max(max_of(r));
-        self.reference_range = self.reference_range.max(max_of(rr));
-        self.apart = self.apart.max(max_of(ap));
-        (ab.iter().sum(), bb.iter().sum())
+        Sums {
+            xy: ab.iter().sum(),
+            yy: bb.iter().sum(),
+            range: max_of(r),
+            reference_range: max_of(rr),
+            apart: max_of(ap),
+        }
     }
 }
 

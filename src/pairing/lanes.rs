@@ -4,6 +4,8 @@
 //! element; four independent ones, merged at the end, keep the core busy. The pairing's
 //! value checks scan whole activations (a ViT-B/16's MLP values hold 600k elements, a
 //! ResNet-50's first blocks 800k), and lanes scan them in a quarter to a fifth of the time.
+//! Float32 pairs, nearly all of them, go to `wide_scan`, which goes further; lanes serve
+//! the other element types.
 //! Maxima merge exactly; sums merge in another order than one running sum, which moves
 //! them by rounding only.
 

@@ -53,6 +53,7 @@ mod state;
 mod taken_part;
 mod uncalled_levels;
 mod value_memo;
+mod wide_scan;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
@@ -277,26 +278,30 @@ fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
     if a.numel() != b.numel() {
         return f64::INFINITY;
     }
-    let (mut worst, mut range, mut nan) = ([0.0f64; LANES], [0.0f64; LANES], false);
-    let mut add = |lane: usize, x: f64, y: f64| {
-        let d = (x - y).abs();
-        worst[lane] = worst[lane].max(d);
-        range[lane] = range[lane].max(y.abs());
-        nan |= d.is_nan();
+    // float32 is nearly every case: scanned wide, without a type dispatch per element.
+    let (worst, range) = match (&a.data, &b.data) {
+        (TensorData::F32(x), TensorData::F32(y)) => {
+            let e = wide_scan::scan(x, y);
+            if e.not_finite {
+                return f64::INFINITY;
+            }
+            (f64::from(e.max_apart), f64::from(e.max_y))
+        }
+        _ => {
+            let (mut worst, mut range, mut nan) = ([0.0f64; LANES], [0.0f64; LANES], false);
+            for_each_lane(0, a.numel(), |lane, i| {
+                let (x, y) = (a.data.get_f64(i), b.data.get_f64(i));
+                let d = (x - y).abs();
+                worst[lane] = worst[lane].max(d);
+                range[lane] = range[lane].max(y.abs());
+                nan |= d.is_nan();
+            });
+            if nan {
+                return f64::INFINITY;
+            }
+            (max_of(worst), max_of(range))
+        }
     };
-    // float32 is nearly every case; reading it directly avoids a type dispatch per element.
-    match (&a.data, &b.data) {
-        (TensorData::F32(x), TensorData::F32(y)) => for_each_lane(0, x.len(), |lane, i| {
-            add(lane, f64::from(x[i]), f64::from(y[i]))
-        }),
-        _ => for_each_lane(0, a.numel(), |lane, i| {
-            add(lane, a.data.get_f64(i), b.data.get_f64(i))
-        }),
-    }
-    let (worst, range, all_finite) = (max_of(worst), max_of(range), !nan);
-    if !all_finite {
-        return f64::INFINITY;
-    }
     if range == 0.0 {
         worst
     } else {

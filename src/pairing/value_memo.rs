@@ -9,6 +9,7 @@
 //! element is compared. Both are pure functions of data that no pass changes.
 
 use super::relative_distance;
+use crate::capture::tensor::TensorData;
 use crate::capture::CapturedValue;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -85,9 +86,15 @@ fn fingerprint(numel: usize, edges: &[f64]) -> Option<u64> {
 /// Whether two values hold exactly the same tensor, stopping at the first element apart.
 fn same_elements(a: &CapturedValue, b: &CapturedValue) -> bool {
     match (a.data(), b.data()) {
-        (Ok(x), Ok(y)) => {
-            x.numel() == y.numel() && (0..x.numel()).all(|i| x.data.get_f64(i) == y.data.get_f64(i))
-        }
+        // float32 compares as f64 does (-0.0 equals 0.0, NaN nothing), without a type
+        // dispatch per element.
+        (Ok(x), Ok(y)) => match (&x.data, &y.data) {
+            (TensorData::F32(a), TensorData::F32(b)) => a == b,
+            _ => {
+                x.numel() == y.numel()
+                    && (0..x.numel()).all(|i| x.data.get_f64(i) == y.data.get_f64(i))
+            }
+        },
         _ => false,
     }
 }
