@@ -28,6 +28,9 @@ toolchain exports differ:
   of one side has one more leading level (`model.conv2` against `conv2`). wrapped_trace has
   the TorchScript traced through the harness (the ONNX exported bare, as optimum does);
   wrapped_onnx the other way round.
+- weights_as_inputs: a small CNN exported with `keep_initializers_as_inputs=True`, every
+  weight also a graph input with its initializer as default: only `x` is a real input, for
+  the check and for the production session alike.
 
 Each pair has a clean model.onnx and a fault.onnx, exported from a copy of the network with
 one planted fault (`fault_module` in the manifest: the layer the check must name).
@@ -385,12 +388,36 @@ def wrapped(name, trace_wrapped):
             "mapping": [["x", "x", "name"]], "not_compared": [], "state_writes": []}
 
 
+def weights_as_inputs():
+    """A network exported with `keep_initializers_as_inputs=True` (older toolchains, and
+    exports meant for runtimes that take weights as inputs): every weight is also listed
+    among the graph inputs, with its initializer as the default."""
+    folder = fresh_folder(ROOT, "weights_as_inputs")
+    net = SmallCnn()
+    with torch.no_grad():
+        net.bn1.running_mean.uniform_(-0.5, 0.5)
+        net.bn1.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    x = torch.rand(1, 3, 16, 16)
+    torch.jit.save(torch.jit.trace(net, x), os.path.join(folder, "model.pt"))
+    faulty = plant(net, "conv2.weight")
+    for onnx_name, model in [("model.onnx", net), ("fault.onnx", faulty)]:
+        torch.onnx.export(model, (x,), os.path.join(folder, onnx_name), dynamo=False,
+                          input_names=["x"], output_names=["logits"],
+                          keep_initializers_as_inputs=True)
+    np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
+    return {"name": "weights_as_inputs", "fault_module": "conv2",
+            "args": ["--inputs", "inputs.npz"],
+            "mapping": [["x", "x", "name"]], "not_compared": [], "state_writes": []}
+
+
 def main():
     driver.pin_hash_seed()  # scripted models: constants in hash order
     torch.manual_seed(0)
     os.makedirs(ROOT, exist_ok=True)
     manifest = [stream_state(), context_window(), dict_inputs(), bert_optimum(),
-                wrapped("wrapped_trace", True), wrapped("wrapped_onnx", False)]
+                wrapped("wrapped_trace", True), wrapped("wrapped_onnx", False),
+                weights_as_inputs()]
     for entry in manifest:
         folder = os.path.join(ROOT, entry["name"])
         for f in sorted(os.listdir(folder)):

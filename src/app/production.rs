@@ -117,12 +117,9 @@ fn run(
     sessions: &mut usize,
 ) -> Result<ProductionReport> {
     // The session is built from the file's own bytes: the model as shipped, not as decoded.
-    let (mut model, bytes) = onnx::model::load_with_bytes(&cfg.onnx_path)?;
-    // From here on only the bytes need the weights (the model is read for its signature):
-    // one copy fewer while ONNX Runtime builds its own, under a memory budget too.
-    if let Some(graph) = model.proto.graph.as_mut() {
-        graph.initializer = Vec::new();
-    }
+    // The decoded model is read for its signature only, so it is decoded without the
+    // weights: no copy of them besides the bytes while ONNX Runtime builds its own.
+    let (model, bytes) = onnx::model_without_weights::load_with_bytes(&cfg.onnx_path)?;
     let shipped = Shipped {
         model,
         bytes,
@@ -246,9 +243,10 @@ fn locate(
         }
     }
     let bytes = model.proto.encode_to_vec();
-    // Only the bytes need the weights; the model is read for its signature.
+    // Only the bytes need the weights; the model is read for its signature, which still
+    // needs the initializers' names (weights listed among the graph inputs are no inputs).
     if let Some(graph) = model.proto.graph.as_mut() {
-        graph.initializer = Vec::new();
+        onnx::model_without_weights::drop_weight_data(graph);
     }
     let exposed = Shipped {
         model,

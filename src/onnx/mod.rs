@@ -19,6 +19,7 @@ pub mod fused_sums;
 pub mod graph_edit;
 pub mod inline_if;
 pub mod model;
+pub mod model_without_weights;
 pub mod runtime;
 pub mod scope;
 pub mod segment;

@@ -71,27 +71,28 @@ pub fn load(path: &Path) -> Result<OnnxModel> {
 /// is built from them, without encoding the decoded model again (a copy of every weight, and
 /// fields this decoder does not know would be dropped).
 pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Vec<u8>)> {
-    let shown = path.display();
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => {
-            let what = match e.kind() {
-                std::io::ErrorKind::NotFound => "file not found".to_string(),
-                _ if path.is_dir() => "is a directory, not a file".to_string(),
-                _ => format!("cannot read: {e}"),
-            };
-            bail!("ONNX model {shown}: {what}");
-        }
-    };
+    let bytes = read(path)?;
     let model = from_bytes(path, &bytes)?;
     check_external_files(&model)?;
     Ok((model, bytes))
 }
 
+/// The file's bytes, with a one-line error that names it.
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).or_else(|e| {
+        let what = match e.kind() {
+            std::io::ErrorKind::NotFound => "file not found".to_string(),
+            _ if path.is_dir() => "is a directory, not a file".to_string(),
+            _ => format!("cannot read: {e}"),
+        };
+        bail!("ONNX model {}: {what}", path.display())
+    })
+}
+
 /// A model whose weights live in external data files that are not where the model says:
 /// usually the `.onnx` was moved or copied without its `.data` file. Named here with where
 /// it was looked for, instead of ONNX Runtime's internal path-validation message.
-fn check_external_files(model: &OnnxModel) -> Result<()> {
+pub(super) fn check_external_files(model: &OnnxModel) -> Result<()> {
     let Some(dir) = &model.external_data_dir else {
         return Ok(());
     };

@@ -9,7 +9,7 @@
 use crate::common::{binary, fixtures_dir, selected, stderr_of, summary};
 
 /// Fixtures of tests/fixtures/signature/manifest.json (scripts/make_signature_fixtures.py).
-const MIN_SIGNATURE_FIXTURES: usize = 6;
+const MIN_SIGNATURE_FIXTURES: usize = 7;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -114,6 +114,13 @@ fn clean_pairs_pass_with_the_mapping_and_one_sided_outputs_reported() {
         for note in strings(&report["signature"]["notes"]) {
             assert!(stdout.contains(&note), "{name}: {note} not in\n{stdout}");
         }
+        // The model as shipped runs on the same inputs: weights listed among the graph
+        // inputs (weights_as_inputs) are weights there too, not inputs left unfed.
+        assert_eq!(
+            report["production"]["status"], "agrees",
+            "{name}: {}",
+            report["production"]["error"]
+        );
     }
 }
 
