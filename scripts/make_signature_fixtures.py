@@ -366,14 +366,19 @@ class Harness(nn.Module):
         return self.model(x)
 
 
-def wrapped(name, trace_wrapped):
-    folder = fresh_folder(ROOT, name)
+def small_cnn_and_input():
+    """A SmallCnn in eval mode with BatchNorm statistics of its own, and an input."""
     net = SmallCnn()
     with torch.no_grad():
         net.bn1.running_mean.uniform_(-0.5, 0.5)
         net.bn1.running_var.uniform_(0.5, 2.0)
     net.eval()
-    x = torch.rand(1, 3, 16, 16)
+    return net, torch.rand(1, 3, 16, 16)
+
+
+def wrapped(name, trace_wrapped):
+    folder = fresh_folder(ROOT, name)
+    net, x = small_cnn_and_input()
     traced = torch.jit.trace(Harness(net) if trace_wrapped else net, x)
     torch.jit.save(traced, os.path.join(folder, "model.pt"))
     faulty = plant(net, "conv2.weight")
@@ -393,12 +398,7 @@ def weights_as_inputs():
     exports meant for runtimes that take weights as inputs): every weight is also listed
     among the graph inputs, with its initializer as the default."""
     folder = fresh_folder(ROOT, "weights_as_inputs")
-    net = SmallCnn()
-    with torch.no_grad():
-        net.bn1.running_mean.uniform_(-0.5, 0.5)
-        net.bn1.running_var.uniform_(0.5, 2.0)
-    net.eval()
-    x = torch.rand(1, 3, 16, 16)
+    net, x = small_cnn_and_input()
     torch.jit.save(torch.jit.trace(net, x), os.path.join(folder, "model.pt"))
     faulty = plant(net, "conv2.weight")
     for onnx_name, model in [("model.onnx", net), ("fault.onnx", faulty)]:
