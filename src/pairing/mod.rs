@@ -406,7 +406,12 @@ impl<'a> Pairer<'a> {
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
         // The same calls numbered with the constant ones counted, for the ONNX sides that
         // count them (`constant_calls`).
-        let torch_full_keys = assign_keys(&torch.values, &skip, None);
+        let torch_full_keys = if torch.values.iter().any(|v| constant[v.id] && !skip(v)) {
+            assign_keys(&torch.values, &skip, None)
+        } else {
+            // No value was left out for being constant: the same keys.
+            torch_keys.clone()
+        };
         let onnx_keys = constant_calls::rekey_past_constant_calls(
             onnx_keys,
             &torch_full_keys,
