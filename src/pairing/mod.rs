@@ -404,26 +404,13 @@ impl<'a> Pairer<'a> {
             .collect();
         let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
         let torch_keys = assign_keys(&torch.values, &torch_skip, None);
-        // The same calls numbered with the constant ones counted, for the ONNX sides that
-        // count them (`constant_calls`).
-        let torch_full_keys = if torch.values.iter().any(|v| constant[v.id] && !skip(v)) {
-            assign_keys(&torch.values, &skip, None)
-        } else {
-            // No value was left out for being constant: the same keys.
-            torch_keys.clone()
-        };
-        let onnx_keys = constant_calls::rekey_past_constant_calls(
-            onnx_keys,
-            &torch_full_keys,
-            &torch_keys,
-            &constant,
-        );
-        let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, &torch_keys);
-        let onnx_keys = uncalled_levels::rekey_uncalled_levels(
+        let onnx_keys = Self::onnx_keys_meeting_torch(
+            torch,
             onnx_scopes,
             onnx_keys,
             &torch_keys,
             &torch_paths,
+            &constant,
         );
         // Scopes that name no TorchScript module (a converter's placeholder such as
         // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.
@@ -459,6 +446,36 @@ impl<'a> Pairer<'a> {
             boundary,
             memo: Default::default(),
         }
+    }
+
+    /// The ONNX call keys renumbered where the ONNX side counts calls differently from
+    /// TorchScript: constant calls it kept (`constant_calls`), parents it did not number
+    /// (`parent_calls`), levels it never called (`uncalled_levels`).
+    fn onnx_keys_meeting_torch(
+        torch: &Capture,
+        onnx_scopes: &[CapturedValue],
+        onnx_keys: Vec<Option<GroupKey>>,
+        torch_keys: &[Option<GroupKey>],
+        torch_paths: &HashSet<String>,
+        constant: &[bool],
+    ) -> Vec<Option<GroupKey>> {
+        let skip = |v: &CapturedValue| !is_layer_candidate(v);
+        // The same calls numbered with the constant ones counted, for the ONNX sides that
+        // count them.
+        let torch_full_keys = if torch.values.iter().any(|v| constant[v.id] && !skip(v)) {
+            assign_keys(&torch.values, &skip, None)
+        } else {
+            // No value was left out for being constant: the same keys.
+            torch_keys.to_vec()
+        };
+        let onnx_keys = constant_calls::rekey_past_constant_calls(
+            onnx_keys,
+            &torch_full_keys,
+            torch_keys,
+            constant,
+        );
+        let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, torch_keys);
+        uncalled_levels::rekey_uncalled_levels(onnx_scopes, onnx_keys, torch_keys, torch_paths)
     }
 
     fn groups(keys: &[Option<GroupKey>]) -> BTreeMap<GroupKey, Vec<usize>> {
