@@ -63,6 +63,8 @@ fn generate_onnx_types() {
     println!("cargo:rerun-if-changed={proto}");
     let files = protox::compile([proto], ["src/onnx/proto"]).expect("onnx.proto parses");
     prost_build::Config::new()
+        // Weights decode as slices of the file's bytes instead of copies of them.
+        .bytes([".onnx.TensorProto.raw_data"])
         .compile_fds(files)
         .expect("prost generates the ONNX types");
 }

@@ -103,7 +103,7 @@ pub fn start(cfg: &CheckConfig, progress: &Progress, timing: &mut Timing) -> Res
     };
     if !onnx_loading::in_parallel(cfg) {
         // The instrumented session is built first and takes over the ONNX weights, so that
-        // the protobuf's transient copies of the weights are gone before libtorch's copy
+        // the ONNX file's bytes and the serialised model are gone before libtorch's copy
         // arrives: loading peaks lower.
         let onnx = onnx_loading::load(&settings, |_| {})?;
         let t = Instant::now();

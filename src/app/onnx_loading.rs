@@ -24,8 +24,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// How many times the two model files' bytes must be free for loading them at once: the
-/// ONNX side holds its weights about twice while it builds its session (the decoded
-/// protobuf, then the serialised instrumented model next to ONNX Runtime's own copy) while
+/// ONNX side holds its weights about twice while it builds its session (the file's bytes,
+/// which the decoded protobuf slices, then the serialised instrumented model next to ONNX
+/// Runtime's own copy) while
 /// libtorch holds its copy and runs the first sample; the rest is headroom for the values.
 const ROOM_FOR_PARALLEL_LOADING: u64 = 4;
 
@@ -88,7 +89,7 @@ pub fn load(settings: &OnnxSettings, on_specs: impl FnOnce(&[InputSpec])) -> Res
         settings.custom_ops.as_deref(),
         settings.per_group,
     )?;
-    // The protobuf's copies of the weights are freed by now; glibc would keep their pages.
+    // The file's bytes and the serialised model are freed by now; glibc would keep their pages.
     memory::release_freed();
     Ok(LoadedOnnx {
         runner,

@@ -82,9 +82,9 @@ fn return_large_frees_to_os() {
     }
 }
 
-/// Hands memory freed in the middle of the heap back to the OS. Loading frees the
-/// protobuf's copies of the ONNX weights (hundreds of medium-sized buffers) after ONNX
-/// Runtime has its own; glibc would otherwise keep those pages resident for the whole run.
+/// Hands memory freed in the middle of the heap back to the OS. Loading frees the ONNX
+/// file's bytes and the serialised instrumented model after ONNX Runtime has its own copy
+/// of the weights; glibc would otherwise keep those pages resident for the whole run.
 pub fn release_freed() {
     // SAFETY: malloc_trim only returns free pages to the kernel.
     unsafe {

@@ -97,9 +97,9 @@ impl OnnxRunner {
     }
 
     /// Builds the session from `model`, releasing each copy of the weights as soon as the
-    /// next one exists: the protobuf's after the instrumented copy is made, that copy's after
-    /// it is serialised, the bytes after ONNX Runtime has built its session. A large model
-    /// is then never held more than about twice at once.
+    /// next one exists: the file's bytes (which the decoded weights slice, `owned_tensors`)
+    /// after the instrumented model is serialised, those bytes after ONNX Runtime has built
+    /// its session. A large model is then never held more than about twice at once.
     ///
     /// `per_group` prepares for fetching values in groups under a memory budget.
     pub fn from_model(

@@ -104,7 +104,7 @@ mod tests {
         proto::TensorProto {
             name: Some(name.into()),
             data_type: Some(DataType::Int64 as i32),
-            raw_data: Some(v.to_le_bytes().to_vec()),
+            raw_data: Some(v.to_le_bytes().to_vec().into()),
             ..Default::default()
         }
     }

@@ -84,7 +84,7 @@ pub fn constant_node(
             r#type: Some(proto::attribute_proto::AttributeType::Tensor as i32),
             t: Some(proto::TensorProto {
                 data_type: Some(dtype as i32),
-                raw_data: Some(raw),
+                raw_data: Some(raw.into()),
                 ..Default::default()
             }),
             ..Default::default()

@@ -20,6 +20,7 @@ pub mod graph_edit;
 pub mod inline_if;
 pub mod model;
 pub mod model_without_weights;
+pub mod owned_tensors;
 pub mod runtime;
 pub mod scope;
 pub mod segment;

@@ -9,6 +9,7 @@
 
 use super::proto;
 use anyhow::{bail, Result};
+use prost::bytes::Bytes;
 use prost::Message;
 use std::path::{Path, PathBuf};
 
@@ -69,10 +70,12 @@ pub fn load(path: &Path) -> Result<OnnxModel> {
 
 /// `load`, also handing back the file's own bytes: a session of the model exactly as saved
 /// is built from them, without encoding the decoded model again (a copy of every weight, and
-/// fields this decoder does not know would be dropped).
-pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Vec<u8>)> {
-    let bytes = read(path)?;
-    let model = from_bytes(path, &bytes)?;
+/// fields this decoder does not know would be dropped). The decoded weights are slices of
+/// those bytes, not copies: a large model's weights are held once until a session copies
+/// them.
+pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Bytes)> {
+    let bytes = Bytes::from(read(path)?);
+    let model = decode(path, bytes.clone())?;
     check_external_files(&model)?;
     Ok((model, bytes))
 }
@@ -129,6 +132,11 @@ pub(super) fn check_external_files(model: &OnnxModel) -> Result<()> {
 /// errors and anchors external data. `load` is this plus the read, and the fuzz targets call
 /// it directly so they need no file per input.
 pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<OnnxModel> {
+    decode(path, Bytes::copy_from_slice(bytes))
+}
+
+/// `from_bytes` over shared bytes, which the decoded weights slice instead of copying.
+fn decode(path: &Path, bytes: Bytes) -> Result<OnnxModel> {
     let shown = path.display();
     if bytes.is_empty() {
         bail!("ONNX model {shown}: file is empty");
@@ -138,7 +146,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<OnnxModel> {
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         bail!("ONNX model {shown}: looks like a TorchScript archive (zip), not an ONNX model");
     }
-    let proto = match proto::ModelProto::decode(bytes) {
+    let mut proto = match proto::ModelProto::decode(bytes) {
         Ok(p) => p,
         Err(e) => bail!(
             "ONNX model {shown}: not a valid ONNX protobuf (truncated or corrupt file: {})",
@@ -153,6 +161,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<OnnxModel> {
     if graph.node.is_empty() {
         bail!("ONNX model {shown}: the graph has no nodes");
     }
+    super::owned_tensors::own_all_but_weights(&mut proto);
     Ok(OnnxModel::from_proto(path, proto))
 }
 

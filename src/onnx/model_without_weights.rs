@@ -166,7 +166,7 @@ mod tests {
             name: Some("w".into()),
             dims: vec![2, 3],
             data_type: Some(1),
-            raw_data: Some(vec![7; 24]),
+            raw_data: Some(vec![7; 24].into()),
             ..Default::default()
         };
         // A float32 tensor of shape [2, 3].

@@ -93,7 +93,7 @@ pub fn inline_external(model: &mut ModelProto, dir: &Path) -> Result<()> {
             Some(length) => file.take(length).read_to_end(&mut raw)?,
             None => file.read_to_end(&mut raw)?,
         };
-        init.raw_data = Some(raw);
+        init.raw_data = Some(raw.into());
         init.external_data.clear();
         init.data_location = Some(DataLocation::Default as i32);
     }

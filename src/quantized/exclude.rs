@@ -210,7 +210,7 @@ fn scalar_f32(name: &str, v: f32) -> TensorProto {
     TensorProto {
         name: Some(name.into()),
         data_type: Some(DataType::Float as i32),
-        raw_data: Some(v.to_le_bytes().to_vec()),
+        raw_data: Some(v.to_le_bytes().to_vec().into()),
         ..Default::default()
     }
 }
