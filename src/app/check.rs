@@ -507,12 +507,14 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
         training_mode,
         ..
     } = models;
+    // The production session reads the model file itself and needs only its signature.
+    let shipped = onnx.signature();
     drop((torch, onnx));
     memory::release_freed();
     let references = std::mem::take(&mut acc.production);
     let mut outcome = acc.finish(cfg, (started, progress), &plan, files)?;
     outcome.training_mode = training_mode;
-    crate::app::production::check(cfg, &mut outcome, &references, progress);
+    crate::app::production::check(cfg, &mut outcome, (&references, &shipped), progress);
     if let Some(q) = quantization {
         let mut report = crate::quantized::analysis::analyse(
             &outcome.layers,

@@ -13,8 +13,9 @@ use crate::app::progress::Progress;
 use crate::capture::tensor::{DType, HostTensor};
 use crate::cli::config::CheckConfig;
 use crate::onnx;
+use crate::onnx::capture::Signature;
 use crate::onnx::model::OnnxModel;
-use crate::onnx::runtime::{session_tuned, Tuning};
+use crate::onnx::runtime::{session_tuned, session_tuned_from_file, Tuning};
 use crate::outcome::{Gate, GateFinding, GateName, LayerResult, Outcome};
 use crate::production::bisect::{bisect, Finding};
 use crate::production::judge::{fold, judge_sample, production_only};
@@ -31,7 +32,7 @@ use std::time::Instant;
 pub fn check(
     cfg: &CheckConfig,
     outcome: &mut Outcome,
-    samples: &[ReferenceSample],
+    (samples, signature): (&[ReferenceSample], &Signature),
     progress: &Progress,
 ) {
     let Some(settings) = &cfg.production else {
@@ -52,7 +53,7 @@ pub fn check(
     crate::capture::memory::release_freed();
     let layers = layer_values(&outcome.layers);
     let run_with = (settings, budgeted, layers.as_slice());
-    let mut report = match run(cfg, run_with, samples, progress, &mut sessions) {
+    let mut report = match run(cfg, run_with, (samples, signature), progress, &mut sessions) {
         Ok(report) => report,
         Err(e) => failed(settings, e.to_string()),
     };
@@ -72,10 +73,22 @@ pub fn check(
 
 /// The model as the user ships it, ready to build sessions from.
 struct Shipped {
-    model: OnnxModel,
-    bytes: Vec<u8>,
+    source: Source,
     /// The check ran under a memory budget, which the production session keeps too.
     lean: bool,
+}
+
+/// Where a production session's model comes from.
+enum Source {
+    /// The file as saved, which ONNX Runtime reads itself; its signature is the one the
+    /// check read before instrumenting the graph.
+    File(Signature),
+    /// A model edited here (more graph outputs), given to ONNX Runtime as its bytes; the
+    /// model is kept for its signature.
+    Edited {
+        model: Box<OnnxModel>,
+        bytes: Vec<u8>,
+    },
 }
 
 impl Shipped {
@@ -95,34 +108,38 @@ impl Shipped {
             config: &config,
             lean: self.lean,
         };
+        let custom_ops = cfg.runtime.ort_custom_ops.as_deref();
         *sessions += 1;
-        let mut session = session_tuned(
-            &self.model,
-            &self.bytes,
-            cfg.runtime.ort_custom_ops.as_deref(),
-            &tuning,
-        )?;
-        samples
-            .iter()
-            .map(|s| onnx::capture::outputs_of(&mut session, &self.model, &s.inputs))
-            .collect()
+        match &self.source {
+            Source::File(signature) => {
+                let mut session = session_tuned_from_file(&signature.path, custom_ops, &tuning)?;
+                samples
+                    .iter()
+                    .map(|s| signature.outputs(&mut session, &s.inputs))
+                    .collect()
+            }
+            Source::Edited { model, bytes } => {
+                let mut session = session_tuned(model, bytes, custom_ops, &tuning)?;
+                samples
+                    .iter()
+                    .map(|s| onnx::capture::outputs_of(&mut session, model, &s.inputs))
+                    .collect()
+            }
+        }
     }
 }
 
 fn run(
     cfg: &CheckConfig,
     (settings, budgeted, layers): (&ProductionSettings, bool, &[LayerValue]),
-    samples: &[ReferenceSample],
+    (samples, signature): (&[ReferenceSample], &Signature),
     progress: &Progress,
     sessions: &mut usize,
 ) -> Result<ProductionReport> {
-    // The session is built from the file's own bytes: the model as shipped, not as decoded.
-    // The decoded model is read for its signature only, so it is decoded without the
-    // weights: no copy of them besides the bytes while ONNX Runtime builds its own.
-    let (model, bytes) = onnx::model_without_weights::load_with_bytes(&cfg.onnx_path)?;
+    // ONNX Runtime reads the file itself: the model as shipped, not as decoded, and never
+    // held whole here besides ONNX Runtime's own copy of the weights.
     let shipped = Shipped {
-        model,
-        bytes,
+        source: Source::File(signature.clone()),
         lean: budgeted,
     };
     let produced = shipped.outputs(cfg, (settings, settings.level, &[]), samples, sessions)?;
@@ -249,8 +266,10 @@ fn locate(
         onnx::model_without_weights::drop_weight_data(graph);
     }
     let exposed = Shipped {
-        model,
-        bytes,
+        source: Source::Edited {
+            model: Box::new(model),
+            bytes,
+        },
         lean: false,
     };
     let mut values = |disabled: &[&str]| -> Result<Vec<(String, HostTensor)>> {

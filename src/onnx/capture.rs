@@ -92,6 +92,15 @@ pub struct OnnxRunner {
 }
 
 impl OnnxRunner {
+    /// The signature of the model as saved (read before the graph was instrumented).
+    pub fn signature(&self) -> Signature {
+        Signature {
+            path: self.path.clone(),
+            specs: self.specs.clone(),
+            output_names: self.output_names.clone(),
+        }
+    }
+
     pub fn new(model: &OnnxModel, threads: usize, custom_ops: Option<&Path>) -> Result<Self> {
         Self::from_model(model.clone(), threads, custom_ops, false)
     }
@@ -571,23 +580,44 @@ pub fn outputs_of(
     model: &OnnxModel,
     inputs: &[(String, HostTensor)],
 ) -> Result<Vec<(String, HostTensor)>> {
-    let specs = signature::inputs(model)?;
-    let feed = match_inputs(&model.path, &specs, inputs)?;
-    let mut results = run(session, &model.path, &specs, &feed)?;
-    signature::output_names(model)
-        .into_iter()
-        .map(|name| {
-            let v = results.remove(&name).ok_or_else(|| {
-                anyhow!(
-                    "ONNX Runtime returned no value for output `{name}` of {}",
-                    model.path.display()
-                )
-            })?;
-            let t = from_ort(&v)
-                .map_err(|e| anyhow!("output `{name}` of {}: {e}", model.path.display()))?;
-            Ok((name, t))
-        })
-        .collect()
+    let shipped = Signature {
+        path: model.path.clone(),
+        specs: signature::inputs(model)?,
+        output_names: signature::output_names(model),
+    };
+    shipped.outputs(session, inputs)
+}
+
+/// What running a model's graph outputs needs to know of it: its file (named in
+/// messages), its inputs and its outputs' names.
+#[derive(Clone)]
+pub struct Signature {
+    pub path: PathBuf,
+    pub specs: Vec<InputSpec>,
+    pub output_names: Vec<String>,
+}
+
+impl Signature {
+    /// The graph outputs `session` computes from `inputs`, in the model's output order.
+    pub fn outputs(
+        &self,
+        session: &mut Session,
+        inputs: &[(String, HostTensor)],
+    ) -> Result<Vec<(String, HostTensor)>> {
+        let shown = self.path.display();
+        let feed = match_inputs(&self.path, &self.specs, inputs)?;
+        let mut results = run(session, &self.path, &self.specs, &feed)?;
+        self.output_names
+            .iter()
+            .map(|name| {
+                let v = results.remove(name).ok_or_else(|| {
+                    anyhow!("ONNX Runtime returned no value for output `{name}` of {shown}")
+                })?;
+                let t = from_ort(&v).map_err(|e| anyhow!("output `{name}` of {shown}: {e}"))?;
+                Ok((name.clone(), t))
+            })
+            .collect()
+    }
 }
 
 /// The given inputs in signature order, after checking names, element types and fixed

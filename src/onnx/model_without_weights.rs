@@ -1,11 +1,11 @@
-//! Reading an `.onnx` file for a session built from its own bytes: the model is decoded
-//! without its initializers' data, which such a caller never reads.
+//! Reading an `.onnx` file for what its graph says, not for its weights: the model is
+//! decoded without its initializers' data, which such a caller never reads.
 //!
-//! The production session builds ONNX Runtime's session from the file's bytes and reads
-//! the decoded model only for its signature (inputs, outputs, which inputs are weights) and
-//! for where external data lives. Decoded whole, every initializer's data is copied once
-//! more only to be thrown away, and clearing the initializers afterwards also forgot which
-//! graph inputs are weights (`keep_initializers_as_inputs=True` exports). Here an
+//! The production session's failures are explained from the model as saved (which op has no
+//! kernel, which custom op lacks its library), and its located-layer session reads the
+//! signature of a model with more outputs. Decoded whole, every initializer's data is copied
+//! once more only to be thrown away, and clearing the initializers afterwards also forgot
+//! which graph inputs are weights (`keep_initializers_as_inputs=True` exports). Here an
 //! initializer decodes to its name, type, dims and data location only; protobuf skips the
 //! rest of its bytes without copying them. Nodes are decoded whole (a `Constant` node's
 //! tensor is small, and its external data is looked for as `model::load` looks for it).

@@ -164,9 +164,54 @@ pub fn session_tuned(
     custom_ops_lib: Option<&Path>,
     tuning: &Tuning<'_>,
 ) -> Result<Session> {
+    let mut builder = builder_tuned(&model.path, custom_ops_lib, tuning)?;
+    if let Some(dir) = &model.external_data_dir {
+        builder = builder
+            .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, dir.to_string_lossy())
+            .map_err(|e| {
+                anyhow!(
+                    "ONNX Runtime session options for {}: {e}",
+                    model.path.display()
+                )
+            })?;
+    }
+    builder
+        .commit_from_memory(bytes)
+        .map_err(|e| anyhow!(explain_session_error(model, &e.to_string(), custom_ops_lib)))
+}
+
+/// A session of the file at `path` exactly as saved, as [`session_tuned`] builds it. ONNX
+/// Runtime reads the file itself (external data next to it included), so the file is
+/// never held whole in this process. A failure is explained from the model decoded then.
+pub fn session_tuned_from_file(
+    path: &Path,
+    custom_ops_lib: Option<&Path>,
+    tuning: &Tuning<'_>,
+) -> Result<Session> {
+    builder_tuned(path, custom_ops_lib, tuning)?
+        .commit_from_file(path)
+        .map_err(
+            |e| match super::model_without_weights::load_with_bytes(path) {
+                Ok((model, _)) => anyhow!(explain_session_error(
+                    &model,
+                    &e.to_string(),
+                    custom_ops_lib
+                )),
+                Err(unreadable) => unreadable,
+            },
+        )
+}
+
+/// The session builder both constructors share: `tuning`'s level, threads and config
+/// entries, no arena, the custom-op library. `path` names the model in messages.
+fn builder_tuned(
+    path: &Path,
+    custom_ops_lib: Option<&Path>,
+    tuning: &Tuning<'_>,
+) -> Result<ort::session::builder::SessionBuilder> {
     init(None, tuning.threads)?;
     let (env, _) = ENV.get().expect("initialised above");
-    let shown = model.path.display();
+    let shown = path.display();
     let opt = |e: ort::Error<_>| anyhow!("ONNX Runtime session options for {shown}: {e}");
 
     let mut builder = Session::builder(env)
@@ -191,11 +236,6 @@ pub fn session_tuned(
             )
         })?;
     }
-    if let Some(dir) = &model.external_data_dir {
-        builder = builder
-            .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, dir.to_string_lossy())
-            .map_err(opt)?;
-    }
     if let Some(lib) = custom_ops_lib {
         builder = builder.with_operator_library(lib).map_err(|e| {
             let msg = one_line(&e.to_string());
@@ -212,9 +252,7 @@ pub fn session_tuned(
             )
         })?;
     }
-    builder
-        .commit_from_memory(bytes)
-        .map_err(|e| anyhow!(explain_session_error(model, &e.to_string(), custom_ops_lib)))
+    Ok(builder)
 }
 
 /// ONNX Runtime's session-creation failure, rephrased when it is about an op it does not
