@@ -16,10 +16,10 @@ use anyhow::{bail, Result};
 use prost::Message;
 use std::path::Path;
 
-/// `model::load_with_bytes` with the initializers decoded without their data: the model
-/// keeps its graph's nodes, inputs, outputs and the initializers' names, types, dims and
-/// data locations.
-pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Vec<u8>)> {
+/// `model::load` with the initializers decoded without their data: the model keeps its
+/// graph's nodes, inputs, outputs and the initializers' names, types, dims and data
+/// locations.
+pub fn load(path: &Path) -> Result<OnnxModel> {
     let bytes = read(path)?;
     let light = match ModelHeader::decode(bytes.as_slice()) {
         Ok(m) => m,
@@ -36,10 +36,10 @@ pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Vec<u8>)> {
         );
     }
     check_external_files(&model)?;
-    Ok((model, bytes))
+    Ok(model)
 }
 
-/// Drops the data of `graph`'s initializers, keeping what `load_with_bytes` keeps of them.
+/// Drops the data of `graph`'s initializers, keeping what `load` keeps of them.
 pub fn drop_weight_data(graph: &mut proto::GraphProto) {
     for t in &mut graph.initializer {
         *t = header_of(t);
@@ -209,8 +209,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.onnx");
         std::fs::write(&path, full.encode_to_vec()).unwrap();
-        let (model, bytes) = load_with_bytes(&path).unwrap();
-        assert_eq!(bytes, full.encode_to_vec());
+        let model = load(&path).unwrap();
         let graph = model.proto.graph.as_ref().unwrap();
         assert_eq!(graph.initializer[0].name(), "w");
         assert_eq!(graph.initializer[0].dims, vec![2, 3]);
@@ -230,7 +229,7 @@ mod tests {
         assert_eq!(Some(&dropped), model.proto.graph.as_ref());
         // Not a model at all: one line that names the file.
         std::fs::write(&path, b"\xff\xff\xff").unwrap();
-        let e = load_with_bytes(&path).unwrap_err().to_string();
+        let e = load(&path).unwrap_err().to_string();
         assert!(e.starts_with("ONNX model ") && e.contains("m.onnx"), "{e}");
     }
 }

@@ -190,16 +190,14 @@ pub fn session_tuned_from_file(
 ) -> Result<Session> {
     builder_tuned(path, custom_ops_lib, tuning)?
         .commit_from_file(path)
-        .map_err(
-            |e| match super::model_without_weights::load_with_bytes(path) {
-                Ok((model, _)) => anyhow!(explain_session_error(
-                    &model,
-                    &e.to_string(),
-                    custom_ops_lib
-                )),
-                Err(unreadable) => unreadable,
-            },
-        )
+        .map_err(|e| match super::model_without_weights::load(path) {
+            Ok(model) => anyhow!(explain_session_error(
+                &model,
+                &e.to_string(),
+                custom_ops_lib
+            )),
+            Err(unreadable) => unreadable,
+        })
 }
 
 /// The session builder both constructors share: `tuning`'s level, threads and config
