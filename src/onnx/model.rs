@@ -63,21 +63,13 @@ pub fn opset_of(model: &proto::ModelProto) -> i64 {
         .unwrap_or(0)
 }
 
-/// Reads and decodes `path`. Every error is one line that starts with the file's name.
+/// Reads and decodes `path`. Every error is one line that starts with the file's name. The
+/// decoded weights are slices of the file's bytes, not copies: a large model's weights are
+/// held once until a session copies them.
 pub fn load(path: &Path) -> Result<OnnxModel> {
-    load_with_bytes(path).map(|(model, _)| model)
-}
-
-/// `load`, also handing back the file's own bytes: a session of the model exactly as saved
-/// is built from them, without encoding the decoded model again (a copy of every weight, and
-/// fields this decoder does not know would be dropped). The decoded weights are slices of
-/// those bytes, not copies: a large model's weights are held once until a session copies
-/// them.
-pub fn load_with_bytes(path: &Path) -> Result<(OnnxModel, Bytes)> {
-    let bytes = Bytes::from(read(path)?);
-    let model = decode(path, bytes.clone())?;
+    let model = decode(path, Bytes::from(read(path)?))?;
     check_external_files(&model)?;
-    Ok((model, bytes))
+    Ok(model)
 }
 
 /// The file's bytes, with a one-line error that names it.
@@ -259,21 +251,6 @@ mod tests {
         assert_eq!(m.opset(), 17);
         assert_eq!(m.graph().node.len(), 1);
         assert!(m.external_data_dir.is_none());
-    }
-
-    /// What a production session is built from is the file as saved: a field this decoder
-    /// does not know survives there, while encoding the decoded model again drops it.
-    #[test]
-    fn the_bytes_handed_back_are_the_file_as_saved() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut saved = tiny_model().encode_to_vec();
-        // Field 99 (unknown to ModelProto), varint 1.
-        saved.extend_from_slice(&[0x98, 0x06, 0x01]);
-        let p = write(dir.path(), "m.onnx", &saved);
-        let (model, bytes) = load_with_bytes(&p).unwrap();
-        assert_eq!(bytes, saved);
-        assert_ne!(model.proto.encode_to_vec(), saved);
-        assert_eq!(model.graph().node.len(), 1);
     }
 
     #[test]
