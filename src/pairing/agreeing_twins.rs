@@ -41,6 +41,16 @@ impl Pairer<'_> {
             return;
         }
         let groups = self.op_groups();
+        // Every uncertain pair of a representative is weighed first.
+        let weighed: Vec<(usize, usize)> = groups
+            .iter()
+            .filter(|(key, _)| self.onnx_groups.contains_key(key))
+            .flat_map(|(key, ids)| self.representatives(key, ids))
+            .filter_map(|t| self.state.get(t).map(|made| (t, made)))
+            .filter(|(_, made)| !made.certain)
+            .map(|(t, made)| (t, made.onnx))
+            .collect();
+        self.prefetch_distances(weighed);
         for (key, ids) in groups {
             let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
                 continue;

@@ -18,7 +18,7 @@ use super::ops::onnx_families;
 use super::wide_scan;
 use super::{consumers_of, Pairer};
 use crate::capture::tensor::{HostTensor, TensorData};
-use crate::capture::ValueRole;
+use crate::capture::{CapturedValue, ValueRole};
 
 /// How far from 1 a factor must be to be a factor, not rounding.
 const NOT_ONE: f64 = 1e-3;
@@ -179,35 +179,23 @@ impl Pairer<'_> {
     pub(super) fn unpair_folded_scale(&mut self) {
         let ov = &self.onnx.values;
         let readers_of = consumers_of(ov);
-        for t in self.state.paired() {
-            let Some(made) = self.state.get(t) else {
-                continue;
-            };
-            let o = made.onnx;
-            let readers = &readers_of[o];
-            if families_include(&ov[o].op, &["conv", "matmul", "norm"])
-                || readers.is_empty()
-                || !readers.iter().all(|&r| {
-                    // Weights: a Conv, MatMul or Mul whose other operands are constants
-                    // (an attention's MatMul of two activations absorbs nothing).
-                    families_include(&ov[r].op, &["conv", "matmul", "mul"])
-                        && ov[r].inputs.iter().all(|&i| {
-                            i == o
-                                || (ov[i].role == ValueRole::Intermediate
-                                    && ov[i].inputs.is_empty())
-                        })
-                })
-            {
-                continue;
-            }
-            let (Ok(test), Ok(reference)) = (ov[o].data(), self.torch.values[t].data()) else {
-                continue;
-            };
-            let reader_ops: Vec<&str> = readers.iter().map(|&r| ov[r].op.as_str()).collect();
-            let axis = weighted_axis(&reader_ops, reference.shape.len());
-            let Some(k) = factors(&test, &reference, None)
-                .or_else(|| axis.and_then(|a| factors(&test, &reference, Some(a))))
-            else {
+        let candidates: Vec<(usize, usize)> = self
+            .state
+            .paired()
+            .into_iter()
+            .filter_map(|t| self.state.get(t).map(|made| (t, made.onnx)))
+            .filter(|&(_, o)| could_be_folded(ov, o, &readers_of[o]))
+            .collect();
+        let tv = &self.torch.values;
+        let fitted: Vec<Option<Vec<f64>>> = candidates
+            .iter()
+            .map(|&(t, o)| {
+                let readers: Vec<&str> = readers_of[o].iter().map(|&r| ov[r].op.as_str()).collect();
+                fitted_factors(&ov[o], &tv[t], &readers)
+            })
+            .collect();
+        for ((t, o), k) in candidates.into_iter().zip(fitted) {
+            let Some(k) = k else {
                 continue;
             };
             if k.iter().all(|k| (k - 1.0).abs() < NOT_ONE) {
@@ -221,11 +209,40 @@ impl Pairer<'_> {
             let reason = format!(
                 "ONNX holds it {factor}, folded into the weights of {} (its data is compared \
                  where that node's output is)",
-                ov[readers[0]].node
+                ov[readers_of[o][0]].node
             );
             self.state.reason.insert(t, (reason, true));
         }
     }
+}
+
+/// Whether ONNX value `o` could carry a factor its `readers` absorbed: it is not itself
+/// computed with weights, and every reader is a Conv, MatMul or Mul whose other operands
+/// are constants (an attention's MatMul of two activations absorbs nothing).
+fn could_be_folded(ov: &[CapturedValue], o: usize, readers: &[usize]) -> bool {
+    !families_include(&ov[o].op, &["conv", "matmul", "norm"])
+        && !readers.is_empty()
+        && readers.iter().all(|&r| {
+            families_include(&ov[r].op, &["conv", "matmul", "mul"])
+                && ov[r].inputs.iter().all(|&i| {
+                    i == o || (ov[i].role == ValueRole::Intermediate && ov[i].inputs.is_empty())
+                })
+        })
+}
+
+/// The factors that make ONNX value `test` TorchScript's `reference`: one for all elements,
+/// or else one per channel of the axis the readers' weights index.
+fn fitted_factors(
+    test: &CapturedValue,
+    reference: &CapturedValue,
+    reader_ops: &[&str],
+) -> Option<Vec<f64>> {
+    let (Ok(test), Ok(reference)) = (test.data(), reference.data()) else {
+        return None;
+    };
+    let axis = weighted_axis(reader_ops, reference.shape.len());
+    factors(&test, &reference, None)
+        .or_else(|| axis.and_then(|a| factors(&test, &reference, Some(a))))
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ impl Pairer<'_> {
     /// convs of one shape).
     pub(super) fn fuse_consumers_into_node(&mut self) {
         let outputs = self.module_outputs();
-        for &(u, _) in &outputs {
+        let starts: Vec<usize> = outputs.iter().map(|&(u, _)| u).collect();
+        self.prefetch_chains(&starts, &outputs);
+        for u in starts {
             self.fuse_chain_after(u, &outputs);
         }
     }
@@ -90,19 +92,29 @@ impl Pairer<'_> {
                     .is_some_and(|m| m.by == PairedBy::Scopeless)
             })
             .collect();
+        self.prefetch_chains(&made, &outputs);
         for u in made {
             self.fuse_chain_after(u, &outputs);
         }
     }
 
-    /// Weighs the chain of open (or doubtful) module outputs after paired value `u`, all
-    /// read from the one before and of its twin's shape, and moves `u`'s pair to the one
-    /// the twin's value computes.
-    fn fuse_chain_after(&mut self, u: usize, outputs: &[(usize, String)]) {
+    /// Weighs the chains after `starts` as they stand, several at once (a chain that a move
+    /// before it changes is weighed again where it is met).
+    fn prefetch_chains(&self, starts: &[usize], outputs: &[(usize, String)]) {
+        let pairs: Vec<(usize, usize)> = starts
+            .iter()
+            .filter_map(|&u| self.chain_after(u, outputs))
+            .flat_map(|(o, chain)| chain.into_iter().map(move |t| (t, o)))
+            .collect();
+        self.prefetch_distances(pairs);
+    }
+
+    /// The chain of open (or doubtful) module outputs after paired value `u`, each read
+    /// from the one before and of the shape of `u`'s twin, with that twin; `None` when
+    /// no module follows.
+    fn chain_after(&self, u: usize, outputs: &[(usize, String)]) -> Option<(usize, Vec<usize>)> {
         let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let Some(o) = self.state.twin(u) else {
-            return;
-        };
+        let o = self.state.twin(u)?;
         let mut chain = vec![u];
         while chain.len() <= MAX_FUSED_CHAIN {
             let last = *chain.last().expect("non-empty");
@@ -117,9 +129,16 @@ impl Pairer<'_> {
                 None => break,
             }
         }
-        if chain.len() == 1 {
+        (chain.len() > 1).then_some((o, chain))
+    }
+
+    /// Weighs the chain of open (or doubtful) module outputs after paired value `u`, all
+    /// read from the one before and of its twin's shape, and moves `u`'s pair to the one
+    /// the twin's value computes.
+    fn fuse_chain_after(&mut self, u: usize, outputs: &[(usize, String)]) {
+        let Some((o, chain)) = self.chain_after(u, outputs) else {
             return;
-        }
+        };
         let distances: Vec<f64> = chain.iter().map(|&t| self.distance(t, o)).collect();
         let best = (0..chain.len())
             .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
@@ -142,7 +161,7 @@ impl Pairer<'_> {
             .map_or("", |(_, p)| p.as_str());
         let reason = format!(
             "fused into ONNX node {} (compared after {path})",
-            ov[o].node
+            self.onnx.values[o].node
         );
         self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason, certain);
     }

@@ -281,7 +281,7 @@ fn relative_distance(a: &HostTensor, b: &HostTensor) -> f64 {
     // float32 is nearly every case: scanned wide, without a type dispatch per element.
     let (worst, range) = match (&a.data, &b.data) {
         (TensorData::F32(x), TensorData::F32(y)) => {
-            let e = wide_scan::scan(x, y);
+            let e = wide_scan::apart(x, y);
             if e.not_finite {
                 return f64::INFINITY;
             }
@@ -505,6 +505,14 @@ impl<'a> Pairer<'a> {
     fn distance(&self, t: usize, c: usize) -> f64 {
         self.memo
             .distance(&self.torch.values[t], &self.onnx.values[c])
+    }
+
+    /// Computes the distances of pairs `(t, c)` that a pass is about to weigh, several at
+    /// once (`ValueMemo::prefetch`).
+    fn prefetch_distances(&self, pairs: impl IntoIterator<Item = (usize, usize)>) {
+        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let pairs: Vec<_> = pairs.into_iter().map(|(t, c)| (&tv[t], &ov[c])).collect();
+        self.memo.prefetch(&pairs);
     }
 
     /// Runs the passes in their declared order, then turns the state into the pairing.

@@ -65,6 +65,18 @@ fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
 impl Pairer<'_> {
     pub(super) fn unpair_relaid_layout(&mut self) {
         let consumers = consumers_of(&self.torch.values);
+        // Every uncertain layout pair is weighed by `is_apart_layout`.
+        let layout_pairs: Vec<(usize, usize)> = self
+            .state
+            .paired()
+            .into_iter()
+            .filter_map(|t| self.state.get(t).map(|made| (t, made)))
+            .filter(|(t, made)| {
+                !made.certain && is_layout(&self.torch.values[*t], &self.onnx.values[made.onnx])
+            })
+            .map(|(t, made)| (t, made.onnx))
+            .collect();
+        self.prefetch_distances(layout_pairs);
         let relaid: Vec<usize> = self
             .state
             .paired()
