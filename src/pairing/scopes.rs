@@ -11,6 +11,7 @@
 use super::legacy_names::legacy_number;
 use crate::capture::{CapturedValue, ScopeLevel};
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
 
 /// The chain of (module path, call index) from the outermost scope inwards, rendered as one
 /// string such as `layer1#0/layer1.0#0/layer1.0.relu#1`. Empty for top-level values.
@@ -162,18 +163,14 @@ fn levels<'v>(
         .enumerate()
         .filter_map(|(i, l)| match torch_paths {
             Some(known) => {
-                let norm = match normalised.get(&l.path) {
-                    Some(norm) => norm.clone(),
-                    None => {
-                        let norm = normalise(&l.path, known);
-                        normalised.insert(l.path.clone(), norm.clone());
-                        norm
-                    }
-                };
+                if !normalised.contains_key(&l.path) {
+                    normalised.insert(l.path.clone(), normalise(&l.path, known));
+                }
+                let norm = &normalised[&l.path];
                 // An outer level TorchScript never saw called is a container that is
                 // iterated, not called (`for block in self.h:`); the dynamo exporter lists
                 // it, libtorch's call stack does not. It would only split keys.
-                (i + 1 == depth || known.contains(&norm)).then_some((l, norm))
+                (i + 1 == depth || known.contains(norm)).then(|| (l, norm.clone()))
             }
             None => Some((l, l.path.clone())),
         })
@@ -263,24 +260,46 @@ impl CallCounter {
             if !key.is_empty() {
                 key.push('/');
             }
-            key.push_str(&format!("{norm}#{call}"));
+            // Writing into a String cannot fail.
+            let _ = write!(key, "{norm}#{call}");
         }
-        self.leaf_values
-            .entry(innermost.clone())
-            .or_insert_with(|| (v.id, HashSet::new()))
-            .1
-            .insert(v.id);
-        if let Some((run, number)) = legacy_number(&v.node) {
-            let highest = self.leaf_numbers.entry(innermost.clone()).or_default();
-            let at = highest.entry(run.to_string()).or_insert(number);
-            *at = (*at).max(number);
-        }
-        self.leaf_ops
-            .entry(innermost)
-            .or_default()
-            .insert(v.op.clone());
+        self.remember_in_latest_call(v, innermost);
         self.prev = current;
         key
+    }
+
+    /// Records value `v` as part of the latest call of `innermost`: its id, its legacy
+    /// node number, its op. Looked up before inserting, since nearly every value meets
+    /// entries that exist (the keys and ops are cloned only for a new one).
+    fn remember_in_latest_call(&mut self, v: &CapturedValue, innermost: String) {
+        if let Some((run, number)) = legacy_number(&v.node) {
+            let highest = self.leaf_numbers.entry(innermost.clone()).or_default();
+            match highest.get_mut(run) {
+                Some(at) => *at = (*at).max(number),
+                None => {
+                    highest.insert(run.to_string(), number);
+                }
+            }
+        }
+        match self.leaf_ops.get_mut(&innermost) {
+            Some(ops) if ops.contains(&v.op) => {}
+            Some(ops) => {
+                ops.insert(v.op.clone());
+            }
+            None => {
+                self.leaf_ops
+                    .insert(innermost.clone(), HashSet::from([v.op.clone()]));
+            }
+        }
+        match self.leaf_values.get_mut(&innermost) {
+            Some((_, own)) => {
+                own.insert(v.id);
+            }
+            None => {
+                self.leaf_values
+                    .insert(innermost, (v.id, HashSet::from([v.id])));
+            }
+        }
     }
 
     /// Whether legacy node name `node` numbers it before a node of its run in the latest call
