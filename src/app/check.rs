@@ -29,8 +29,8 @@ use crate::outcome::{
     AccumulatedError, CoverageReport, FileInfo, FirstNonFinite, IsolationReport, MemoryReport,
     Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
-use crate::pairing::pair;
 use crate::pairing::Pairing;
+use crate::pairing::{pair_reading, ReadBack};
 use crate::production::references::ReferenceSample;
 use crate::report::json::Json;
 use crate::report::terminal::{TableOptions, Terminal};
@@ -340,7 +340,12 @@ impl Accumulator {
         self.spilled_bytes += spilled_bytes;
         if self.pairing.is_none() {
             let t = Instant::now();
-            let mut pairing = pair(&torch, &onnx)?;
+            // Under a budget the value checks read one pair back at a time, as comparing does.
+            let read_back = match parallel {
+                true => ReadBack::Parallel,
+                false => ReadBack::OneAtATime,
+            };
+            let mut pairing = pair_reading(&torch, &onnx, read_back)?;
             accounting::account_one_sided(&mut pairing, &torch, &onnx);
             self.pairing = Some(pairing);
             self.timing.pairing_s += t.elapsed().as_secs_f64();

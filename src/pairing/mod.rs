@@ -64,6 +64,7 @@ use scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
 use serde::Serialize;
 use state::PairState;
 use std::collections::{BTreeMap, HashSet};
+pub use value_memo::ReadBack;
 
 /// Below this relative distance two values agree: the same computation up to rounding (even
 /// float16's); above it they are different data. The passes that judge a pair by its values
@@ -186,10 +187,17 @@ pub struct Pairing {
 pub const MIN_PLAUSIBLE_COVERAGE: f64 = 0.2;
 
 pub fn pair(torch: &Capture, onnx: &Capture) -> Result<Pairing> {
+    pair_reading(torch, onnx, ReadBack::Parallel)
+}
+
+/// `pair`, its value checks reading values back from the spill file as `read_back` allows.
+pub fn pair_reading(torch: &Capture, onnx: &Capture, read_back: ReadBack) -> Result<Pairing> {
     let mut p = Pairing::default();
     pair_boundary(torch, onnx, &mut p)?;
     let boundary = p.inputs.iter().chain(&p.outputs).cloned().collect();
-    Pairer::new(torch, onnx, boundary).run(&mut p);
+    let mut pairer = Pairer::new(torch, onnx, boundary);
+    pairer.memo = value_memo::ValueMemo::reading(read_back);
+    pairer.run(&mut p);
     if p.coverage.torch_layers_total >= 3 && p.coverage.torch_ratio() < MIN_PLAUSIBLE_COVERAGE {
         bail!(
             "the two models do not look like the same network: only {} of {} TorchScript layers \

@@ -10,7 +10,8 @@
 //!
 //! A pass that will weigh many pairs names them first (`prefetch`), and their distances
 //! are computed several at once: each scan reads two activations from memory once and is
-//! bound by that, so two cores do them in about half the time.
+//! bound by that, so two cores do them in about half the time. Under a memory budget the
+//! check reads one pair back at a time (`ReadBack::OneAtATime`), and so does the memo.
 
 use super::relative_distance;
 use crate::capture::tensor::TensorData;
@@ -19,13 +20,31 @@ use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+/// How many pairs the value checks may read back from the spill file at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadBack {
+    /// Several, one per core: no memory budget holds.
+    #[default]
+    Parallel,
+    /// One pair's two tensors at a time, as a memory budget plans for.
+    OneAtATime,
+}
+
 #[derive(Default)]
 pub(super) struct ValueMemo {
     distances: RefCell<HashMap<(usize, usize), f64>>,
     torch_fingerprints: RefCell<HashMap<usize, Option<u64>>>,
+    read_back: ReadBack,
 }
 
 impl ValueMemo {
+    pub fn reading(read_back: ReadBack) -> ValueMemo {
+        ValueMemo {
+            read_back,
+            ..ValueMemo::default()
+        }
+    }
+
     /// `relative_distance` of ONNX value `c`'s data from TorchScript value `t`'s, computed
     /// once; infinite when either is not at hand.
     pub fn distance(&self, t: &CapturedValue, c: &CapturedValue) -> f64 {
@@ -38,8 +57,12 @@ impl ValueMemo {
     }
 
     /// Computes the distances of the pairs (TorchScript value, ONNX value) not known yet, on
-    /// every core; `distance` then finds them.
+    /// every core; `distance` then finds them. Reading one pair at a time, it leaves them to
+    /// `distance`, which reads each when it is asked for.
     pub fn prefetch(&self, pairs: &[(&CapturedValue, &CapturedValue)]) {
+        if self.read_back == ReadBack::OneAtATime {
+            return;
+        }
         let missing: Vec<_> = {
             let known = self.distances.borrow();
             let mut seen = std::collections::HashSet::new();
@@ -169,6 +192,19 @@ mod tests {
         let mut d = a.clone();
         d[n - 1] += 1.0;
         assert!(!memo.same_torch_data(&value(0, a), &value(3, d)));
+    }
+
+    #[test]
+    fn distances_named_ahead_are_computed_at_once_unless_read_one_at_a_time() {
+        let (t, c) = (value(0, vec![1.0, 2.0]), value(1, vec![1.0, 2.5]));
+        let ahead = ValueMemo::default();
+        ahead.prefetch(&[(&t, &c), (&t, &c)]);
+        assert_eq!(ahead.distances.borrow().get(&(0, 1)), Some(&0.25));
+        // Under a budget nothing is read ahead; the distance is read when asked for.
+        let one_at_a_time = ValueMemo::reading(ReadBack::OneAtATime);
+        one_at_a_time.prefetch(&[(&t, &c)]);
+        assert!(one_at_a_time.distances.borrow().is_empty());
+        assert_eq!(one_at_a_time.distance(&t, &c), 0.25);
     }
 
     #[test]
