@@ -341,9 +341,10 @@ impl Accumulator {
         if self.pairing.is_none() {
             let t = Instant::now();
             // Under a budget the value checks read one pair back at a time, as comparing does.
-            let read_back = match parallel {
-                true => ReadBack::Parallel,
-                false => ReadBack::OneAtATime,
+            let read_back = if parallel {
+                ReadBack::Parallel
+            } else {
+                ReadBack::OneAtATime
             };
             let mut pairing = pair_reading(&torch, &onnx, read_back)?;
             accounting::account_one_sided(&mut pairing, &torch, &onnx);

@@ -186,16 +186,9 @@ impl Pairer<'_> {
             .filter_map(|t| self.state.get(t).map(|made| (t, made.onnx)))
             .filter(|&(_, o)| could_be_folded(ov, o, &readers_of[o]))
             .collect();
-        let tv = &self.torch.values;
-        let fitted: Vec<Option<Vec<f64>>> = candidates
-            .iter()
-            .map(|&(t, o)| {
-                let readers: Vec<&str> = readers_of[o].iter().map(|&r| ov[r].op.as_str()).collect();
-                fitted_factors(&ov[o], &tv[t], &readers)
-            })
-            .collect();
-        for ((t, o), k) in candidates.into_iter().zip(fitted) {
-            let Some(k) = k else {
+        for (t, o) in candidates {
+            let readers: Vec<&str> = readers_of[o].iter().map(|&r| ov[r].op.as_str()).collect();
+            let Some(k) = fitted_factors(&ov[o], &self.torch.values[t], &readers) else {
                 continue;
             };
             if k.iter().all(|k| (k - 1.0).abs() < NOT_ONE) {
