@@ -49,6 +49,10 @@ def parse_args(argv):
     p.add_argument("--family", action="append", choices=sorted(registries.FAMILIES),
                    help="only models of this registry (repeatable)")
     p.add_argument("--only", metavar="REGEX", help="only model ids matching REGEX")
+    p.add_argument("--model", action="append", metavar="ID",
+                   help="this model (repeatable), e.g. timm/resnet50d or torchvision/resnet50, "
+                        "whichever member of its family it is, instead of the registries' "
+                        "selection (each family's smallest)")
     p.add_argument("--limit", type=int, help="at most N models (after --family/--only)")
     p.add_argument("--slice", choices=["ci"], help="the fixed CI slice of ~10 small models")
     p.add_argument("--jobs", type=int, default=2, help="model pipelines at a time (default 2)")
@@ -95,8 +99,12 @@ def interleave(specs):
 
 
 def select(args):
-    specs = registries.ci_slice() if args.slice == "ci" else \
-        interleave(registries.all_specs(args.family))
+    if args.slice == "ci":
+        specs = registries.ci_slice()
+    elif args.model:
+        specs = registries.named_specs(args.model)
+    else:
+        specs = interleave(registries.all_specs(args.family))
     if args.only:
         pattern = re.compile(args.only)
         specs = [s for s in specs if pattern.search(s["id"])]
@@ -301,7 +309,11 @@ def main(argv):
     if not args.calibration:  # --report-only reads the last sweep's binary, not this one
         cache.write_json(os.path.join(cache.root(), "last-binary.json"),
                          {"id": binary_id, "path": args.binary})
-    specs = select(args)
+    try:
+        specs = select(args)
+    except ValueError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return 2
     if not (args.report_only or args.no_export):
         overlay.ensure(log)
     log(f"{len(specs)} models, binary {binary_id}, cache {cache.root()}")
@@ -319,7 +331,7 @@ def main(argv):
                                else os.path.join(REPO, "reports"))
     data = report.collect(specs, binary_id, pair_names)
     data["run"] = {"wall_s": round(time.time() - start, 1), "jobs": args.jobs,
-                   "selection": {"family": args.family, "only": args.only,
+                   "selection": {"family": args.family, "model": args.model, "only": args.only,
                                  "limit": args.limit, "slice": args.slice}}
     report.write(data, out_dir)
     log(f"reports written to {out_dir}")

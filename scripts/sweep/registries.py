@@ -14,6 +14,9 @@ registry.
 - ultralytics: the task variants' YAML files that ship with the package (detect, segment,
   pose, obb, classify, RT-DETR), exported by Ultralytics' own exporters.
 - facenet: MTCNN's three networks with the weights the package ships, and InceptionResnetV1.
+- hazards: small models built from code of the classes issue 49 found the tool wrong on
+  (in-place dataflow, scripted control flow, faults normalised away, the fused attention fast
+  path, float16 overflow); the table is `hazards.py`.
 
 A spec says how to build the model (`build`), what inputs it takes (`inputs`), which exporters
 to run and which post-export variants to derive (`variants`, chosen by a stable hash of the id
@@ -162,28 +165,39 @@ def _run_lister(code, path):
     return cache.read_json(path)
 
 
-def torchvision_specs():
+def _torchvision_listing():
+    """{name: (task, parameters)} of every torchvision model, computed in a child and cached."""
     path = os.path.join(cache.root(), "registry-torchvision.json")
     listing = cache.read_json(path)
     if listing is None:
         listing = _run_lister(TV_LISTER, path)
+    return listing
+
+
+# The inputs each torchvision task is built with (small images: the sweep runs on 2 cores).
+_TV_INPUTS = {"classification": {"kind": "image", "size": 96},
+              "detection": {"kind": "detection", "size": 128},
+              "segmentation": {"kind": "image", "size": 96},
+              "video": {"kind": "video", "size": 64, "frames": 8},
+              "optical_flow": {"kind": "flow", "size": 128}}
+
+
+def _torchvision_spec(name, task, params=None):
+    return spec("torchvision", name, f"{task}:{family_of(name)}",
+                {"lib": "torchvision", "name": name, "task": task}, _TV_INPUTS[task],
+                params=params)
+
+
+def torchvision_specs():
+    listing = _torchvision_listing()
     best = {}
     for name, (task, params) in listing.items():
         key = (task, family_of(name))
         size = params if params is not None else float("inf")
         if key not in best or size < best[key][1]:
             best[key] = (name, size)
-    specs = []
-    for (task, fam), (name, params) in sorted(best.items(), key=lambda kv: kv[1][1]):
-        inputs = {"classification": {"kind": "image", "size": 96},
-                  "detection": {"kind": "detection", "size": 128},
-                  "segmentation": {"kind": "image", "size": 96},
-                  "video": {"kind": "video", "size": 64, "frames": 8},
-                  "optical_flow": {"kind": "flow", "size": 128}}[task]
-        specs.append(spec("torchvision", name, f"{task}:{fam}",
-                          {"lib": "torchvision", "name": name, "task": task}, inputs,
-                          params=params))
-    return specs
+    return [_torchvision_spec(name, task, params)
+            for (task, _), (name, params) in sorted(best.items(), key=lambda kv: kv[1][1])]
 
 
 # transformers --------------------------------------------------------------------------------
@@ -376,9 +390,17 @@ def facenet_specs():
     return out
 
 
+# hazards ---------------------------------------------------------------------------------------
+
+def hazards_specs():
+    """Model classes the registries miss (issue 49), built from code: scripts/sweep/hazards.py."""
+    from . import hazards
+    return hazards.specs(spec)
+
+
 FAMILIES = {"timm": timm_specs, "torchvision": torchvision_specs,
             "transformers": transformers_specs, "ultralytics": ultralytics_specs,
-            "facenet": facenet_specs}
+            "facenet": facenet_specs, "hazards": hazards_specs}
 
 
 def all_specs(families=None):
@@ -388,6 +410,32 @@ def all_specs(families=None):
             continue
         specs.extend(make())
     return specs
+
+
+def named_specs(model_ids):
+    """Specs of the models named by id (`timm/NAME`, `torchvision/NAME`, or the id of a
+    transformers, Ultralytics or facenet spec), whichever member of its family each is: the
+    sweep's own selection takes each family's smallest, so a named larger member is a model
+    the fixes were not made against. Raises ValueError for an id no registry knows."""
+    out = []
+    for model_id in model_ids:
+        family, _, name = model_id.partition("/")
+        if family == "timm":
+            out.append(spec(family, name, family_of(name), {"lib": "timm", "name": name},
+                            {"kind": "image", "size": 96}))
+        elif family == "torchvision":
+            listing = _torchvision_listing()
+            if name not in listing:
+                raise ValueError(f"torchvision has no model {name!r}")
+            out.append(_torchvision_spec(name, *listing[name]))
+        elif family in FAMILIES:
+            found = [s for s in FAMILIES[family]() if s["id"] == model_id]
+            if not found:
+                raise ValueError(f"no sweep spec {model_id!r} in {family}")
+            out.extend(found)
+        else:
+            raise ValueError(f"{model_id!r}: the family must be one of {', '.join(FAMILIES)}")
+    return out
 
 
 # The CI slice: about ten small models that build and check in seconds, covering both

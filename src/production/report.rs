@@ -44,6 +44,11 @@ pub enum ProductionStatus {
     ProductionOnly,
     /// The outputs beyond tolerance are so in the unoptimised session too.
     DiffersAsUnoptimised,
+    /// An output beyond tolerance of PyTorch's only in the production session, but within
+    /// it of the unoptimised session's, which passes, or no more than twice as far from
+    /// PyTorch: the two sessions' float rounding added up (`judge::production_only`). Not
+    /// gated.
+    Rounding,
     /// The production session could not be built or run (`error` says why).
     Error,
 }
@@ -141,6 +146,11 @@ impl ProductionReport {
             }
             ProductionStatus::DiffersAsUnoptimised => format!(
                 "{label}: differs from PyTorch as the unoptimised run does (largest {amounts})"
+            ),
+            ProductionStatus::Rounding => format!(
+                "{label}: beyond the outputs' tolerance of PyTorch by no more than the \
+                 unoptimised run's own rounding, which agrees with PyTorch; the two sessions' \
+                 rounding adds up, not gated (largest {amounts})"
             ),
             ProductionStatus::Error => format!("{label} could not run"),
             ProductionStatus::ProductionOnly => {
