@@ -169,6 +169,9 @@ def build_model(spec, size, frames, input_names):
         model, inputs = build_transformers(build, inputs, input_names)
     elif lib == "facenet":
         model, inputs = build_facenet(build, inputs)
+    elif lib == "hazards":
+        from . import hazard_models
+        model = hazard_models.build(build)
     else:
         raise ValueError(f"no builder for {lib!r}")
     return model.eval(), inputs

@@ -119,26 +119,33 @@ def _record_pair(folder, record):
     cache.write_json(os.path.join(folder, "pair.json"), record)
 
 
+def make_inputs(inputs_spec, batch, seed):
+    """calibration.make_inputs, and the hazards family's own inputs (hazard_models.py)."""
+    if inputs_spec.get("kind") == "hazard":
+        from sweep import hazard_models
+        return hazard_models.make_inputs(inputs_spec, batch, seed)
+    return calibration.make_inputs(inputs_spec, batch, seed)
+
+
 def _prepare(spec, log):
     """Builds the model at the first size it accepts and calibrates it; returns
     (model, inputs spec, calibration record, export inputs)."""
     import torch
     errors = []
-    names = list(calibration.make_inputs(spec["inputs"], 1, 0))
+    names = list(make_inputs(spec["inputs"], 1, 0))
     for size, frames in build.size_candidates(spec):
         try:
             torch.manual_seed(0)
             with quiet():
                 model, inputs_spec = build.build_model(spec, size, frames, names)
-                batches = [calibration.make_inputs(inputs_spec,
-                                                   calibration.CALIBRATION_BATCH_SIZE, s)
+                batches = [make_inputs(inputs_spec, calibration.CALIBRATION_BATCH_SIZE, s)
                            for s in range(1, calibration.CALIBRATION_BATCHES + 1)]
 
                 def run_batch(b):
                     return model(*b.values())
 
                 record = calibration.calibrate(model, run_batch, batches)
-                export_inputs = calibration.make_inputs(inputs_spec, 1, 100)
+                export_inputs = make_inputs(inputs_spec, 1, 100)
                 with torch.no_grad():
                     model(*export_inputs.values())
             return model, inputs_spec, record, export_inputs
@@ -148,21 +155,36 @@ def _prepare(spec, log):
     raise RuntimeError("model could not run: " + " | ".join(errors))
 
 
-def export_torch_side(spec, folder, log):
-    """model.pt, inputs.npz, meta.json of a library whose pairs share one TorchScript."""
+def _torchscript(model, inputs, build_spec):
+    """The TorchScript module: torch.jit.script when the spec says `script`, else
+    torch.jit.trace, under the grad mode of `trace_mode` (hazards family: PyTorch's fused
+    attention fast path is only taken under no_grad / inference_mode)."""
     import torch
     from fixtures_lib.export import trace_inlining_autograd_functions
+    if build_spec.get("script"):
+        return torch.jit.script(model)
+    from sweep import hazard_models
+    with hazard_models.trace_context(build_spec.get("trace_mode")):
+        return trace_inlining_autograd_functions(model, list(inputs.values()),
+                                                 check_trace=False, strict=False)
+
+
+def export_torch_side(spec, folder, log):
+    """model.pt, inputs.npz, meta.json of a library whose pairs share one TorchScript.
+    Returns (model, inputs, scripted module or None): the legacy exporter takes the scripted
+    module where there is one, so that its Loop/If reach the ONNX file."""
+    import torch
     model, inputs_spec, record, inputs = _prepare(spec, log)
     start = time.time()
     with quiet():
-        traced = trace_inlining_autograd_functions(model, list(inputs.values()),
-                                                   check_trace=False, strict=False)
-        torch.jit.save(traced, os.path.join(folder, "model.pt"))
+        ts = _torchscript(model, inputs, spec["build"])
+        torch.jit.save(ts, os.path.join(folder, "model.pt"))
     _save_inputs(os.path.join(folder, "inputs.npz"), inputs)
     meta = {"spec": spec, "inputs_spec": inputs_spec, "calibration": record,
-            "trace_s": time.time() - start, "input_names": list(inputs)}
+            "trace_s": time.time() - start, "input_names": list(inputs),
+            **{k: spec["build"][k] for k in ("script", "trace_mode") if k in spec["build"]}}
     cache.write_json(os.path.join(folder, "meta.json"), meta)
-    return model, inputs
+    return model, inputs, (ts if spec["build"].get("script") else None)
 
 
 def export_onnx_pair(model, inputs, exporter, pair_folder):
@@ -258,7 +280,7 @@ def run(spec):
                              {"status": "error", "stage": "export", "error": one_line(err)})
     elif set(pairs) - done:
         try:
-            model, inputs = export_torch_side(spec, folder, log)
+            model, inputs, scripted = export_torch_side(spec, folder, log)
         except Exception as err:
             for p in set(pairs) - done:
                 _record_pair(os.path.join(folder, p),
@@ -269,7 +291,8 @@ def run(spec):
                 continue
             pair_folder = os.path.join(folder, exporter)
             try:
-                record = export_onnx_pair(model, inputs, exporter, pair_folder)
+                source = scripted if exporter == "legacy" and scripted is not None else model
+                record = export_onnx_pair(source, inputs, exporter, pair_folder)
                 finish_pair(folder, pair_folder, record)
             except Exception as err:
                 _record_pair(pair_folder, {"status": "error", "stage": "export",
