@@ -18,6 +18,7 @@ use crate::compare::details::LayerDetail;
 use crate::compare::evaluate::{
     badness, compare_pairs, details, judge, Evaluation, SampleAggregate,
 };
+use crate::compare::shared_producer;
 use crate::inputs::samples::Sample;
 use crate::inputs::torch_args;
 use crate::inputs::ResolvedInput;
@@ -426,6 +427,7 @@ impl Accumulator {
             }
             None => None,
         };
+        let shared = shared_producer::find(&torch, &pairing, &eval.layers, &eval.origins);
         let t = Instant::now();
         let details = details(&eval.layers, &torch, &onnx)?;
         self.timing.statistics_s += t.elapsed().as_secs_f64();
@@ -456,6 +458,7 @@ impl Accumulator {
         );
         outcome.repro = repro;
         outcome.rounding_reference = rounding;
+        outcome.shared_producer = shared;
         outcome.signature = self.signature;
         Ok(outcome)
     }
@@ -581,6 +584,7 @@ fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
         rounding_reference: None,
         repro: None,
         first_nonfinite: FirstNonFinite::find(&eval.layers),
+        shared_producer: None,
         training_mode: Vec::new(),
         signature: SignatureReport::default(),
         torch_model,

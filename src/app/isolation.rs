@@ -150,7 +150,11 @@ fn isolate(
             ) {
                 let ops = segment_ops::float_ops(onnx, &fed, layers[i].onnx_id);
                 x.rounding_floor = Some(rounding::floor_factor(ops) * response);
-                x.pass = x.pass || rounding::within_floor(x.rel_to_range, response, ops);
+                // A non-finite value where PyTorch has a finite one (a float16 overflow) is
+                // never rounding: the floor is measured over the finite elements only.
+                x.pass = x.pass
+                    || (x.nonfinite_mismatch == 0
+                        && rounding::within_floor(x.rel_to_range, response, ops));
             }
             isolated[i] = iso;
         }
@@ -185,6 +189,7 @@ impl Judging<'_> {
                     snr_db: Some(stats.snr_db),
                     rounding_floor: None,
                     tied: false,
+                    nonfinite_mismatch: stats.nonfinite_mismatch,
                 })
             };
             let of = self.layers_of.get(asked.as_str()).into_iter().flatten();

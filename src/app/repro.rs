@@ -81,6 +81,7 @@ pub fn write(
         snr_db: Some(stats.snr_db),
         rounding_floor: None,
         tied: false,
+        nonfinite_mismatch: stats.nonfinite_mismatch,
     };
     let bundle = Bundle {
         cfg,

@@ -244,7 +244,8 @@ const DETAILED_LAYERS: usize = 6;
 /// layers inherit an upstream failure, and the divergence origins.
 pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Comparisons) -> Evaluation {
     let (tv, ov) = (&torch.values, &onnx.values);
-    let unconfirmed = unconfirmed_layers(tv, pairing, &cmps);
+    let witnesses = Witnesses::new(tv, pairing, &cmps);
+    let unconfirmed = unconfirmed_layers(&witnesses, pairing, &cmps);
     // A torch value is tainted when some failing layer lies upstream of it.
     let mut failing = vec![false; tv.len()];
     for ((p, c), doubt) in pairing.layers.iter().zip(&cmps.layers).zip(&unconfirmed) {
@@ -284,6 +285,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
             },
             upstream_failed: tainted[p.torch],
             unconfirmed: unconfirmed[index],
+            refuted: unconfirmed[index] && witnesses.none_carries(p.torch, cmp.max_abs),
             cmp,
             isolated: None,
             origin: None,
@@ -341,43 +343,11 @@ fn small_values_of(layers: &[LayerResult]) -> Vec<SmallValues> {
 /// by the layer after it, and only the last layer it still shows at is left unconfirmed.
 /// A pair structure alone placed (`Pair::certain`: one plausible ONNX value) is not doubted
 /// for its consumers' agreeing: a fault that a saturating op downstream hides is real.
-fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
+/// Nor is a pair whose error a consumer carries (`carried_on`): a consumer passes under a
+/// loose tolerance (float16) or a larger range (a residual sum) while holding the very same
+/// absolute error, which nothing upstream of it holds.
+fn unconfirmed_layers(witnesses: &Witnesses, pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
     use crate::pairing::PairedBy;
-    let mut passes: Vec<Option<bool>> = vec![None; tv.len()];
-    for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
-        if p.follows_dataflow {
-            passes[p.torch] = Some(c.pass);
-        }
-    }
-    // An output witnesses by the per-layer rule: passing its own looser rule does not show
-    // that an error upstream faded.
-    for (p, c) in pairing.outputs.iter().zip(&cmps.outputs) {
-        passes[p.torch] = Some(c.pass_as_layer);
-    }
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); tv.len()];
-    for v in tv {
-        for &u in &v.inputs {
-            if u < tv.len() && u != v.id {
-                consumers[u].push(v.id);
-            }
-        }
-    }
-    let nearest_all_pass = |start: usize| -> bool {
-        let mut seen = vec![false; tv.len()];
-        let mut stack: Vec<usize> = consumers[start].clone();
-        let mut found = false;
-        while let Some(v) = stack.pop() {
-            if std::mem::replace(&mut seen[v], true) {
-                continue;
-            }
-            match passes[v] {
-                Some(false) => return false,
-                Some(true) => found = true,
-                None => stack.extend(&consumers[v]),
-            }
-        }
-        found
-    };
     pairing
         .layers
         .iter()
@@ -385,9 +355,156 @@ fn unconfirmed_layers(tv: &[CapturedValue], pairing: &Pairing, cmps: &Comparison
         .map(|(p, c)| {
             !c.pass
                 && p.paired_by != PairedBy::Position
-                && (!p.follows_dataflow || (!p.certain && nearest_all_pass(p.torch)))
+                && (!p.follows_dataflow
+                    || (!p.certain
+                        && witnesses.nearest_all_pass(p.torch)
+                        && !witnesses.carried_on(p.torch, c.max_abs)))
         })
         .collect()
+}
+
+/// A consumer carries a doubtful pair's error when it holds at least this share of its
+/// largest absolute error...
+const CARRIED_SHARE: f64 = 0.5;
+
+/// ...and this many times the largest absolute error of every witness upstream of either:
+/// the error arose between them, where the doubtful value is, not before.
+const ABOVE_UPSTREAM: f64 = 4.0;
+
+/// A consumer holding less than this share of a doubtful pair's largest absolute error
+/// shows none of it: float rounding, not a trace of the pair's error.
+const TRACE_SHARE: f64 = 1e-3;
+
+/// The values whose comparisons can witness for or against a doubtful pair, and the
+/// dataflow between them.
+struct Witnesses<'a> {
+    tv: &'a [CapturedValue],
+    /// Per TorchScript value: whether its witnessing pair passes, where it has one. An
+    /// output witnesses by the per-layer rule: passing its own looser rule does not show
+    /// that an error upstream faded.
+    passes: Vec<Option<bool>>,
+    /// Per TorchScript value: its witnessing pair's largest absolute error (0 for a graph
+    /// input, which both models were given alike).
+    error: Vec<Option<f64>>,
+    consumers: Vec<Vec<usize>>,
+}
+
+impl<'a> Witnesses<'a> {
+    fn new(tv: &'a [CapturedValue], pairing: &Pairing, cmps: &Comparisons) -> Self {
+        let mut passes: Vec<Option<bool>> = vec![None; tv.len()];
+        let mut error: Vec<Option<f64>> = vec![None; tv.len()];
+        for p in &pairing.inputs {
+            error[p.torch] = Some(0.0);
+        }
+        for (p, c) in pairing.layers.iter().zip(&cmps.layers) {
+            if p.follows_dataflow {
+                passes[p.torch] = Some(c.pass);
+                error[p.torch] = Some(c.max_abs);
+            }
+        }
+        for (p, c) in pairing.outputs.iter().zip(&cmps.outputs) {
+            passes[p.torch] = Some(c.pass_as_layer);
+            error[p.torch] = Some(c.max_abs);
+        }
+        let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); tv.len()];
+        for v in tv {
+            for &u in &v.inputs {
+                if u < tv.len() && u != v.id {
+                    consumers[u].push(v.id);
+                }
+            }
+        }
+        Witnesses {
+            tv,
+            passes,
+            error,
+            consumers,
+        }
+    }
+
+    /// The nearest witnesses from `start` (exclusive) along `next`, looking through values
+    /// that witness nothing and never past `stop`.
+    fn nearest(&self, start: usize, stop: Option<usize>, downstream: bool) -> Vec<usize> {
+        let next = |v: usize| -> &[usize] {
+            if downstream {
+                &self.consumers[v]
+            } else {
+                &self.tv[v].inputs
+            }
+        };
+        let mut seen = vec![false; self.tv.len()];
+        let mut stack: Vec<usize> = next(start).to_vec();
+        let mut found = Vec::new();
+        while let Some(v) = stack.pop() {
+            if v >= self.tv.len() || Some(v) == stop || std::mem::replace(&mut seen[v], true) {
+                continue;
+            }
+            if self.error[v].is_some() || self.passes[v].is_some() {
+                found.push(v);
+            } else {
+                stack.extend(next(v));
+            }
+        }
+        found
+    }
+
+    /// Whether the nearest witnesses computed from `start` exist and all pass.
+    fn nearest_all_pass(&self, start: usize) -> bool {
+        let nearest = self.nearest(start, None, true);
+        let judged: Vec<bool> = nearest.iter().filter_map(|&v| self.passes[v]).collect();
+        !judged.is_empty() && judged.iter().all(|&pass| pass)
+    }
+
+    /// Whether the nearest consumers of `start` show none of its error (`error`, the largest
+    /// absolute one): each holds less than `TRACE_SHARE` of it, or no more than
+    /// `ABOVE_UPSTREAM` times what the witnesses upstream of it (not through `start`) and of
+    /// `start` hold. That is what a wrong pair looks like, and what a real fault that
+    /// introduces error cannot produce unless something downstream discards it whole; a
+    /// consumer that holds any trace of the error (a softmax over mis-scaled scores, however
+    /// flattened) is evidence that the error is real.
+    fn none_carries(&self, start: usize, error: f64) -> bool {
+        let before_start = self.nearest(start, None, false);
+        let upstream_of = |c: usize| -> f64 {
+            let mut upstream = self.nearest(c, Some(start), false);
+            upstream.extend(&before_start);
+            upstream
+                .iter()
+                .filter_map(|&u| self.error[u])
+                .fold(0.0, f64::max)
+        };
+        let consumers: Vec<usize> = self
+            .nearest(start, None, true)
+            .into_iter()
+            .filter(|&c| self.error[c].is_some())
+            .collect();
+        !consumers.is_empty()
+            && consumers.iter().all(|&c| {
+                let held = self.error[c].unwrap_or(f64::NAN);
+                // Written as comparisons that hold, so that a NaN error carries.
+                held <= TRACE_SHARE * error || held <= ABOVE_UPSTREAM * upstream_of(c)
+            })
+    }
+
+    /// Whether a nearest consumer of `start` of the same size carries its error (`error`,
+    /// the largest absolute one): at least `CARRIED_SHARE` of it, and `ABOVE_UPSTREAM` times
+    /// what every witness upstream of the two holds. A wrong pair's error is not in its
+    /// consumers; a real fault's is, even where their tolerance lets it pass.
+    fn carried_on(&self, start: usize, error: f64) -> bool {
+        let size = |v: usize| self.tv[v].shape.iter().product::<usize>();
+        let before_start = self.nearest(start, None, false);
+        self.nearest(start, None, true).into_iter().any(|c| {
+            let Some(carried) = self.error[c].filter(|_| size(c) == size(start)) else {
+                return false;
+            };
+            let mut upstream = self.nearest(c, Some(start), false);
+            upstream.extend(&before_start);
+            carried >= CARRIED_SHARE * error
+                && !upstream.is_empty()
+                && upstream
+                    .iter()
+                    .all(|&u| self.error[u].is_some_and(|e| carried > ABOVE_UPSTREAM * e))
+        })
+    }
 }
 
 /// Element-level detail for the layers worth a close look, from one sample's captures.
@@ -506,7 +623,11 @@ pub(crate) mod tests {
     /// A chain input -> a -> b -> c -> output on both sides; `onnx` gives the ONNX data of
     /// a, b and c (TorchScript holds 1, 2, 3 everywhere scaled by the position).
     fn chain(onnx: [&[f32]; 3]) -> (Capture, Capture, Pairing) {
-        let torch_data: [&[f32]; 3] = [&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]];
+        chain_of([&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]], onnx)
+    }
+
+    /// `chain` with TorchScript's data of a, b and c given too.
+    fn chain_of(torch_data: [&[f32]; 3], onnx: [&[f32]; 3]) -> (Capture, Capture, Pairing) {
         let build = |side, data: [&[f32]; 3]| Capture {
             side,
             values: vec![
@@ -570,6 +691,63 @@ pub(crate) mod tests {
         assert!(!e.layers[1].fails());
         assert!(e.origins.is_empty());
         assert!(!e.layers[2].upstream_failed);
+    }
+
+    #[test]
+    fn only_consumers_that_hold_none_of_the_error_refute_a_doubtful_pair() {
+        // b is 1.0 off. Its consumer c agreeing exactly refutes the pair; c holding a trace
+        // of the error (0.05, within its own loose bound) is evidence the error is real.
+        let policy = TolerancePolicy::new(Some(1e-2), Some(1e-2), Vec::new()).unwrap();
+        let torch: [&[f32]; 3] = [&[1.0, 2.0], &[2.0, 4.0], &[3.0, 6.0]];
+        for (c, refuted) in [([3.0f32, 6.0], true), ([3.05, 6.0], false)] {
+            let (t, o, p) = chain_of(torch, [&[1.0, 2.0], &[3.0, 4.0], &c]);
+            let e = judge(
+                &t,
+                &o,
+                &p,
+                compare_pairs(&t, &o, &p, &policy, false).unwrap(),
+            );
+            assert!(e.layers[1].unconfirmed, "{c:?}");
+            assert_eq!(e.layers[1].refuted, refuted, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_consumer_that_carries_the_error_under_a_looser_bound_confirms_it() {
+        // A float16-like tolerance (1e-2 both parts). b is 0.5 off (its bound is 0.06); c,
+        // a hundred times b's range, passes (its bound is 9), yet holds the same 0.5 that
+        // a upstream does not: the error is b's, as a scaled projection's is after the
+        // residual sum that follows it.
+        let policy = TolerancePolicy::new(Some(1e-2), Some(1e-2), Vec::new()).unwrap();
+        let torch: [&[f32]; 3] = [&[1.0, 2.0], &[2.0, 4.0], &[300.0, 600.0]];
+        let (t, o, p) = chain_of(torch, [&[1.0, 2.0], &[2.5, 4.0], &[300.5, 600.0]]);
+        let e = judge(
+            &t,
+            &o,
+            &p,
+            compare_pairs(&t, &o, &p, &policy, false).unwrap(),
+        );
+        assert!(e.layers[2].cmp.pass && !e.layers[1].cmp.pass);
+        assert!(!e.layers[1].unconfirmed);
+        assert_eq!(e.origins[0].layer_index, 1);
+        // c without the error: b fails alone, the signature of a wrong pair.
+        let (t, o, p) = chain_of(torch, [&[1.0, 2.0], &[2.5, 4.0], &[300.0, 600.0]]);
+        let e = judge(
+            &t,
+            &o,
+            &p,
+            compare_pairs(&t, &o, &p, &policy, false).unwrap(),
+        );
+        assert!(e.layers[1].unconfirmed && e.origins.is_empty());
+        // c's error already in a, upstream of b: not b's to own.
+        let (t, o, p) = chain_of(torch, [&[1.0, 2.2], &[2.5, 4.0], &[300.5, 600.0]]);
+        let e = judge(
+            &t,
+            &o,
+            &p,
+            compare_pairs(&t, &o, &p, &policy, false).unwrap(),
+        );
+        assert!(e.layers[1].unconfirmed);
     }
 
     #[test]

@@ -64,9 +64,11 @@ pub fn plan(torch: &Capture, onnx: &Capture, layers: &[LayerResult]) -> Plan {
 }
 
 /// Records each layer's isolated error and the origin it implies. An unconfirmed pair that
-/// passes in isolation is confirmed (and judged accumulated); one that fails there gets no
-/// origin: its ONNX value may not be the twin of its TorchScript one, so its failing error
-/// says nothing about where an error starts.
+/// passes in isolation is confirmed (and judged accumulated); one that fails there is
+/// confirmed too (and judged introduced) unless its consumers refute it (`refuted`: they
+/// hold none of its error); a refuted one gets no origin: its ONNX value may not be the
+/// twin of its TorchScript one, so its failing error says nothing about where an error
+/// starts.
 ///
 /// A failing layer whose own contribution could not be isolated (no isolated error) but that
 /// sits below failing layers is taken as carrying their error (`Accumulated`) while its error
@@ -83,6 +85,12 @@ pub fn apply(
         // PyTorch's within its tolerance is the right pair after all: what it exceeds by was
         // carried in from upstream. Its consumers agreeing is then no sign of a wrong pair.
         if l.unconfirmed && iso.as_ref().is_some_and(|i| i.pass) {
+            l.unconfirmed = false;
+        }
+        // One that introduces error in isolation is a fault unless its consumers show the
+        // pair wrong (they hold none of its error): a doubt is never how a fault that a
+        // layer introduces passes.
+        if l.unconfirmed && !l.refuted && iso.as_ref().is_some_and(|i| !i.pass) {
             l.unconfirmed = false;
         }
         let judged = iso.as_ref().filter(|_| !l.unconfirmed);
@@ -149,6 +157,7 @@ mod tests {
             snr_db: None,
             rounding_floor: None,
             tied: false,
+            nonfinite_mismatch: 0,
         })
     }
 
@@ -213,9 +222,10 @@ mod tests {
     }
 
     #[test]
-    fn an_unconfirmed_pair_gets_its_isolated_error_but_no_origin() {
+    fn a_refuted_pair_gets_its_isolated_error_but_no_origin() {
         let mut layers = vec![layer(0, true, false), layer(1, false, false)];
         layers[1].unconfirmed = true;
+        layers[1].refuted = true;
         apply(
             &mut layers,
             vec![iso(1e-6, true), iso(0.6, false)],
@@ -225,6 +235,27 @@ mod tests {
         assert_eq!(layers[1].origin, None);
         assert!(layers[1].isolated.is_some());
         assert_eq!(layers[1].status(), LayerStatus::Unconfirmed);
+    }
+
+    #[test]
+    fn an_unconfirmed_pair_that_introduces_error_in_isolation_fails_unless_refuted() {
+        // Its consumers carry some of its error (a softmax after mis-scaled scores), so
+        // nothing shows the pair wrong: failing in isolation, it is where the error starts.
+        let mut layers = vec![layer(0, true, false), layer(1, false, false)];
+        layers[1].unconfirmed = true;
+        layers[1].refuted = false;
+        apply(
+            &mut layers,
+            vec![iso(1e-6, true), iso(0.25, false)],
+            &OutputTolerance::default(),
+        );
+        assert!(!layers[1].unconfirmed);
+        assert_eq!(layers[1].origin, Some(Origin::Introduced));
+        assert!(layers[1].fails());
+        assert_eq!(
+            crate::compare::evaluate::origins_of(&layers)[0].layer_index,
+            1
+        );
     }
 
     #[test]

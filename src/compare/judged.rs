@@ -78,6 +78,11 @@ pub struct LayerResult {
     /// the signature of a doubtful pair (a real fault propagates), so it is reported but
     /// neither gated nor named as a divergence on its own.
     pub unconfirmed: bool,
+    /// For an unconfirmed layer: its nearest consumers show none of its error
+    /// (`Witnesses::none_carries`), evidence that the pair is wrong which a real fault does
+    /// not give. Only such a pair stays unconfirmed when it fails in isolation too.
+    #[serde(skip)]
+    pub refuted: bool,
     #[serde(flatten)]
     pub cmp: Comparison,
     /// The error this layer's own ONNX segment adds when fed PyTorch's values (see
@@ -112,6 +117,10 @@ pub struct Isolated {
     /// An integer output of a selection that differs only in the order of equal values: the
     /// node's values output agrees in isolation (`tied_selection`). It passes.
     pub tied: bool,
+    /// Elements whose finiteness differs from PyTorch's in isolation (an `inf` where
+    /// PyTorch is finite: the layer overflows on PyTorch's own inputs). They fail the layer
+    /// whatever its rounding floor.
+    pub nonfinite_mismatch: usize,
 }
 
 /// Where a layer's error comes from.

@@ -5,7 +5,8 @@
 //! too small for the absolute tolerance to mean anything (`small_values`), discrete decisions
 //! that flip under rounding (`discrete`) and selections that order equal values their own way
 //! (`tied_selection`), what an isolation run feeds and what its results say about where each
-//! error is made (`isolation`), and element-level detail for the layers a reader looks at
+//! error is made (`isolation`), the uncompared value several origins share
+//! (`shared_producer`), and element-level detail for the layers a reader looks at
 //! (`details`).
 
 pub mod bound;
@@ -19,6 +20,7 @@ pub mod precision;
 pub mod rounding;
 pub mod rounding_reference;
 pub mod segment_ops;
+pub mod shared_producer;
 pub mod small_values;
 pub mod sqnr_rule;
 pub mod stats;

@@ -81,6 +81,7 @@ mod tests {
             snr_db: None,
             rounding_floor: None,
             tied: false,
+            nonfinite_mismatch: 0,
         })
     }
 

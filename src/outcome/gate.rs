@@ -135,6 +135,11 @@ impl Gate {
                 }
                 sentence
             }
+            GateFinding::Coverage { ratio, min } if *ratio == 0.0 => format!(
+                "no TorchScript layer computed from the inputs was compared \
+                 (--min-coverage {:.1}%): only the outputs were",
+                min * 100.0
+            ),
             GateFinding::Coverage { ratio, min } => format!(
                 "{}{:.1}% of TorchScript layers were compared (--min-coverage {:.1}%)",
                 if self.passed { "" } else { "only " },

@@ -219,6 +219,9 @@ pub struct Outcome {
     /// isolation; without, each whose upstream layers all pass (parallel branches can have
     /// several).
     pub divergence_origins: Vec<Divergence>,
+    /// With several origins: the nearest value two or more of them are computed from that no
+    /// pair compared (the suspect: an error made there reaches each of them); `null` else.
+    pub shared_producer: Option<crate::compare::shared_producer::SharedProducer>,
     /// Present when isolation ran (a layer or output failed, or `--isolate`): what it fed
     /// and whether it could run.
     pub isolation: Option<IsolationReport>,

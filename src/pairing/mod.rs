@@ -164,9 +164,11 @@ impl Coverage {
     }
 }
 
+/// `a` of `b`; 0 of 0 is 0: a model none of whose values was compared is never covered,
+/// whatever made the count empty.
 fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 {
-        1.0
+        0.0
     } else {
         a as f64 / b as f64
     }

@@ -327,6 +327,14 @@ impl Pairer<'_> {
                         .to_string(),
                     true,
                 )
+            } else if op == "prim::If" {
+                // Its producers are the taken branch's results, observed and paired in the
+                // branch; an exporter that folded the if has no node for it.
+                (
+                    "an if's result is its taken branch's value, compared inside the branch"
+                        .to_string(),
+                    true,
+                )
             } else if self.is_leaf_group(key) && call_compared {
                 (format!("internal to module {}", key_path(key)), true)
             } else if torch_families(op).contains(&"layout") {

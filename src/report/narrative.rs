@@ -5,7 +5,10 @@
 //! its `Markup` (how a name, a layer reference and a sentence's lead are marked up) and lays
 //! the sentences out. A new kind of sentence is a new value in this list, worded in one place.
 
+use crate::compare::judged::Cause;
+use crate::compare::shared_producer::SharedProducer;
 use crate::outcome::{Divergence, Drift, Outcome, Verdict};
+use crate::quantized::analysis::QuantizedReport;
 use crate::text::{fmt_num, module_label};
 
 /// How one format marks up the parts of a sentence.
@@ -49,10 +52,25 @@ pub enum Headline<'a> {
     Drift(&'a Drift),
     /// Failed on gates alone (coverage, baseline, outputs without a divergence).
     Gates,
+    /// A quantised model: its story is its quantisation (the output SQNR against the rule,
+    /// the layers that cost the most), whatever else the verdict rests on.
+    Quantized {
+        report: &'a QuantizedReport,
+        pass: bool,
+    },
 }
+
+/// How many of the costliest layers a quantised model's headline names.
+const COSTLIEST_LAYERS: usize = 3;
 
 impl<'a> Headline<'a> {
     pub fn of(outcome: &'a Outcome) -> Headline<'a> {
+        if let Some(report) = &outcome.quantized {
+            return Headline::Quantized {
+                report,
+                pass: outcome.verdict == Verdict::Pass,
+            };
+        }
         if outcome.verdict == Verdict::Pass {
             return Headline::Pass {
                 summary: super::findings::pass_summary(outcome),
@@ -82,11 +100,20 @@ impl<'a> Headline<'a> {
             Headline::Divergence {
                 divergence,
                 isolated,
-            } => format!(
-                "{} {}",
-                m.lead("first divergence at"),
-                divergence_sentence(divergence, *isolated, m)
-            ),
+            } => {
+                // An overflow is said first: it is why the layer diverges.
+                let lead = match &divergence.cause {
+                    Some(Cause::Overflow {
+                        precision, limit, ..
+                    }) => format!("{precision} overflow (largest finite value {limit}) at"),
+                    None => "first divergence at".to_string(),
+                };
+                format!(
+                    "{} {}",
+                    m.lead(&lead),
+                    divergence_sentence(divergence, *isolated, m)
+                )
+            }
             Headline::Drift(drift) => {
                 let mut line = format!(
                     "{} {}",
@@ -104,8 +131,42 @@ impl<'a> Headline<'a> {
                 m.lead("no layer diverges:"),
                 m.text("the check failed on its gates")
             ),
+            Headline::Quantized { report, pass } => quantized_sentence(report, *pass, m),
         }
     }
+}
+
+/// "int8 QDQ quantised model: output SQNR 15.9 dB against the 35 dB rule; most error
+/// introduced at blocks.3.fc (12.1 dB), ...".
+fn quantized_sentence(q: &QuantizedReport, pass: bool, m: &dyn Markup) -> String {
+    let types = q.integer_types.join("/");
+    let mut s = format!(
+        "{} {}",
+        m.lead(&format!("{types} {} quantised model:", q.format.label())),
+        m.text(&format!(
+            "output SQNR {:.1} dB {} the {} dB rule",
+            q.output_sqnr_db,
+            if pass { "meets" } else { "against" },
+            q.rule.output_db
+        ))
+    );
+    let costliest: Vec<String> = q
+        .ranking
+        .iter()
+        .take(COSTLIEST_LAYERS)
+        .map(|r| {
+            format!(
+                "{} {}",
+                m.layer(r.layer_index, m.name(module_label(&r.module))),
+                m.text(&format!("({:.1} dB)", r.isolated_sqnr_db))
+            )
+        })
+        .collect();
+    if !costliest.is_empty() {
+        s.push_str(&m.text("; most error introduced at "));
+        s.push_str(&costliest.join(&m.text(", ")));
+    }
+    s
 }
 
 /// "blocks.12.fc (Linear) = ONNX /blocks.12/fc/Gemm [Gemm]: error 0.0196 of range (max abs
@@ -144,6 +205,27 @@ fn divergence_sentence(d: &Divergence, isolated: Option<(f64, bool)>, m: &dyn Ma
         None => {}
     }
     s
+}
+
+/// "; the suspect is what 2 of them read that was not compared: norm (aten::mul), not
+/// compared: REASON".
+fn shared_producer_clause(s: &SharedProducer, m: &dyn Markup) -> String {
+    format!(
+        "{}{} {}",
+        m.text(&format!(
+            "; the suspect is what {} of them read that was not compared: ",
+            s.origins.len()
+        )),
+        m.name(module_label(&s.module)),
+        m.text(&format!(
+            "({}){}",
+            s.torch_op,
+            s.reason
+                .as_ref()
+                .map(|r| format!(", not compared: {r}"))
+                .unwrap_or_default()
+        ))
+    )
 }
 
 /// "blocks.3.fc 2.00e-5, blocks.7.fc 1.90e-5": the layers adding the most error in isolation.
@@ -190,14 +272,18 @@ impl Narrative {
                     .iter()
                     .map(|d| m.layer(d.layer_index, m.name(module_label(&d.module))))
                     .collect();
-                format!(
+                let mut line = format!(
                     "{}{}",
                     m.text(&format!(
                         "{} independent origins (parallel branches): ",
                         origins.len()
                     )),
                     named.join(&m.text(", "))
-                )
+                );
+                if let Some(s) = &outcome.shared_producer {
+                    line.push_str(&shared_producer_clause(s, m));
+                }
+                line
             }),
             isolation_failed: outcome
                 .isolation
@@ -257,7 +343,8 @@ mod tests {
 
     #[test]
     fn a_divergence_names_its_layer_node_op_error_source_and_isolation() {
-        let d = divergence(Some("model.py:49"));
+        let mut d = divergence(Some("model.py:49"));
+        d.cause = None;
         let headline = Headline::Divergence {
             divergence: &d,
             isolated: Some((0.0196, false)),
@@ -280,6 +367,20 @@ mod tests {
         }
         .render(&Plain);
         assert!(passes_alone.ends_with("(max abs 0.0363); 1.00e-7 of range in isolation"));
+    }
+
+    #[test]
+    fn an_overflow_is_what_the_headline_says_first() {
+        let d = divergence(None);
+        let line = Headline::Divergence {
+            divergence: &d,
+            isolated: Some((0.0196, false)),
+        }
+        .render(&Plain);
+        assert!(
+            line.starts_with("float16 overflow (largest finite value 65504) at blocks.12.fc"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -245,10 +245,14 @@ impl TorchModel {
         let tensors = self.encode(args)?;
         let metas = &self.meta.values;
         let mut observed = Observed::new(metas.len());
-        let mut receive = |id: usize, tensor: tch::Tensor| -> Result<()> {
+        let mut receive = |id: usize, tensor: Option<tch::Tensor>| -> Result<()> {
             let meta = metas
                 .get(id)
                 .ok_or_else(|| anyhow!("the TorchScript shim observed an unknown value {id}"))?;
+            let Some(tensor) = tensor else {
+                observed.undefined[id] = true;
+                return Ok(());
+            };
             let context = || format!("value {}", meta.name);
             // A spilled value goes to the file straight from libtorch's memory; one held in
             // memory is copied out once, by `to_host`.
@@ -278,6 +282,7 @@ impl TorchModel {
         let Observed {
             values: firings,
             latest,
+            undefined,
             ..
         } = observed;
         let mut values = Vec::with_capacity(firings.len() + run.outputs.len());
@@ -291,7 +296,9 @@ impl TorchModel {
         if let Some(missing) = metas
             .iter()
             .zip(&latest)
-            .find(|(m, latest)| m.block.is_empty() && latest.is_none())
+            .zip(&undefined)
+            .find(|((m, latest), &undefined)| m.block.is_empty() && latest.is_none() && !undefined)
+            .map(|(m, _)| m)
         {
             bail!(
                 "the TorchScript run did not produce value {} ({})",
@@ -300,7 +307,8 @@ impl TorchModel {
             );
         }
         self.push_outputs(&run, &latest, keep, &mut values)?;
-        let uncapturable = self.not_run(&latest);
+        let mut uncapturable = self.not_run(&latest, &undefined);
+        uncapturable.extend(self.undefined(&undefined));
         Ok(Capture {
             side: Side::Torch,
             values,
@@ -400,14 +408,17 @@ impl TorchModel {
 
     /// Values of an if branch not taken (or a loop that ran zero times): they exist in the
     /// graph but not in this run, and are listed, not silently dropped.
-    fn not_run(&self, latest: &[Option<usize>]) -> Vec<Uncapturable> {
+    fn not_run(&self, latest: &[Option<usize>], undefined: &[bool]) -> Vec<Uncapturable> {
         self.meta
             .values
             .iter()
             .zip(&self.scopes)
             .zip(latest)
-            .filter(|((m, _), latest)| !m.block.is_empty() && latest.is_none())
-            .map(|((m, scope), _)| Uncapturable {
+            .zip(undefined)
+            .filter(|(((m, _), latest), &undefined)| {
+                !m.block.is_empty() && latest.is_none() && !undefined
+            })
+            .map(|(((m, scope), _), _)| Uncapturable {
                 name: m.name.clone(),
                 op: m.op.clone(),
                 module: scope.last().map(|l| l.path.clone()).unwrap_or_default(),
@@ -419,6 +430,28 @@ impl TorchModel {
                         "an if branch"
                     }
                 ),
+            })
+            .collect()
+    }
+}
+
+impl TorchModel {
+    /// Values that came out as undefined tensors: an optional result the op did not compute
+    /// (the attention weights `nn.MultiheadAttention`'s fused fast path returns under
+    /// `no_grad`). There is nothing to compare; they are listed, and nothing reads them.
+    fn undefined(&self, undefined: &[bool]) -> Vec<Uncapturable> {
+        self.meta
+            .values
+            .iter()
+            .zip(&self.scopes)
+            .zip(undefined)
+            .filter(|(_, &undefined)| undefined)
+            .map(|((m, scope), _)| Uncapturable {
+                name: m.name.clone(),
+                op: m.op.clone(),
+                module: scope.last().map(|l| l.path.clone()).unwrap_or_default(),
+                reason: "an undefined tensor: an optional result the op did not compute"
+                    .to_string(),
             })
             .collect()
     }
@@ -450,6 +483,8 @@ struct Observed {
     values: Vec<Firing>,
     latest: Vec<Option<usize>>,
     fired: Vec<usize>,
+    /// Per graph value: whether it came out as an undefined tensor.
+    undefined: Vec<bool>,
 }
 
 impl Observed {
@@ -458,6 +493,7 @@ impl Observed {
             values: Vec::new(),
             latest: vec![None; n],
             fired: vec![0; n],
+            undefined: vec![false; n],
         }
     }
 

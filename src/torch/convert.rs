@@ -50,6 +50,10 @@ fn bfloat16_in(v: &[bf16]) -> Result<Tensor> {
 
 /// A tensor's shape, element count and element type, or why the tool cannot hold it.
 fn layout(t: &Tensor) -> Result<(Vec<usize>, usize, DType)> {
+    // tch panics on the kind of an undefined tensor; say what it is instead.
+    if !t.defined() {
+        bail!("an undefined tensor (an optional result the op did not compute)");
+    }
     let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
     let numel: usize = shape.iter().product();
     let Some(dtype) = dtype_of(t.kind()) else {

@@ -49,12 +49,13 @@ struct AcArgs {
     n_tensors: usize,
 }
 
-/// Called by the shim's observe nodes with a heap at::Tensor the callee takes over.
+/// Called by the shim's observe nodes with a heap at::Tensor the callee takes over (null for
+/// an undefined tensor).
 type SinkFn = extern "C" fn(ctx: *mut c_void, id: usize, tensor: *mut c_void);
 
 /// What a capture run hands each observed value to, and the first error it returned.
 struct SinkState<'a> {
-    receive: &'a mut dyn FnMut(usize, tch::Tensor) -> Result<()>,
+    receive: &'a mut dyn FnMut(usize, Option<tch::Tensor>) -> Result<()>,
     error: Option<anyhow::Error>,
 }
 
@@ -62,7 +63,9 @@ extern "C" fn sink_trampoline(ctx: *mut c_void, id: usize, tensor: *mut c_void) 
     // SAFETY: the shim passes back the `SinkState` pointer given to ac_capture, which
     // outlives the run, and a heap at::Tensor whose ownership passes to tch here.
     let state = unsafe { &mut *(ctx as *mut SinkState<'_>) };
-    let tensor = unsafe { tch::Tensor::from_ptr(tensor as *mut torch_sys::C_tensor) };
+    // A null tensor is an undefined one (an optional result the op did not compute).
+    let tensor = (!tensor.is_null())
+        .then(|| unsafe { tch::Tensor::from_ptr(tensor as *mut torch_sys::C_tensor) });
     if state.error.is_some() {
         return;
     }
@@ -129,12 +132,12 @@ impl ModulePlan {
     }
 
     /// Runs the instrumented graph; `receive(id, tensor)` gets every captured value (ids
-    /// index the metadata's `values`) as soon as it is computed. Its first error ends the
-    /// capture with that error.
+    /// index the metadata's `values`) as soon as it is computed, `None` for an undefined
+    /// tensor. Its first error ends the capture with that error.
     pub fn capture(
         &self,
         inputs: &EncodedArgs,
-        receive: &mut dyn FnMut(usize, tch::Tensor) -> Result<()>,
+        receive: &mut dyn FnMut(usize, Option<tch::Tensor>) -> Result<()>,
     ) -> Result<RunTensors> {
         let mut state = SinkState {
             receive,

@@ -22,6 +22,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -42,9 +43,13 @@ namespace {
 thread_local Sink current_sink = nullptr;
 thread_local void* current_ctx = nullptr;
 
+// An undefined tensor (an optional result the op did not compute: the attention weights of
+// nn.MultiheadAttention's fused fast path) reaches the sink as a null pointer, so that the
+// Rust side accounts for the value instead of asking libtorch about a tensor that is not there.
 void observe(const at::Tensor& value, int64_t id) {
   if (current_sink != nullptr) {
-    current_sink(current_ctx, static_cast<size_t>(id), new at::Tensor(value));
+    current_sink(current_ctx, static_cast<size_t>(id),
+                 value.defined() ? new at::Tensor(value) : nullptr);
   }
 }
 }  // namespace
@@ -300,6 +305,110 @@ void collect_carried(torch::jit::Block* block, Carried& carried) {
   }
 }
 
+// In-place writes carry dataflow. `canvas = torch.zeros(...); canvas[:, idx] = feats` traces
+// as aten::zeros, a view of it (aten::slice) and aten::index_put_ on the view; later readers
+// name `canvas`, the value aten::zeros made, although what they read depends on `feats`.
+// Every write through a view reaches the view's base, so a reader of a value depends on the
+// writes to that value's base made after the value was produced and before the reader: a
+// chain of in-place ops (conv, relu_, add_) reads each write's own result and gains nothing.
+struct InPlaceWrites {
+  // Each node's place in graph order (blocks in place, depth first).
+  std::unordered_map<const Node*, size_t> position;
+  // A module attribute read twice is two GetAttr values of one tensor.
+  std::map<std::pair<const Value*, std::string>, const Value*> attributes;
+  // Per base: the writes to it, as (position, the in-place op's result), in graph order.
+  std::unordered_map<const Value*, std::vector<std::pair<size_t, const Value*>>> writes;
+
+  static bool is_view(const std::string& kind) {
+    static const std::unordered_set<std::string> views = {
+        "aten::slice", "aten::select", "aten::view", "aten::reshape", "aten::narrow",
+        "aten::unsqueeze", "aten::squeeze", "aten::permute", "aten::transpose", "aten::t",
+        "aten::expand", "aten::expand_as", "aten::view_as", "aten::reshape_as",
+        "aten::as_strided", "aten::diagonal", "aten::unflatten", "aten::flatten",
+        "aten::detach", "aten::alias", "aten::unfold", "aten::movedim", "aten::swapaxes",
+        "aten::contiguous", "aten::numpy_T", "aten::mT", "aten::real", "aten::imag"};
+    return views.count(kind) != 0;
+  }
+
+  // A view made only to be written through (`out[..., :4] = boxes` slices `out` for
+  // aten::copy_): what it holds is the buffer before the write (zeros, or whatever
+  // torch.empty left), which no ONNX value computes, since ONNX writes functionally. It is
+  // not captured; the write's result is.
+  static bool is_write_handle(const Value* v, int depth = 0) {
+    if (depth > 8 || v->uses().empty() || !is_view(v->node()->kind().toQualString())) {
+      return false;
+    }
+    for (const auto& use : v->uses()) {
+      const Node* user = use.user;
+      const bool written = use.offset == 0 && is_in_place(user);
+      const bool viewed_for_writing = use.offset == 0 && user->outputs().size() == 1 &&
+                                      is_write_handle(user->output(0), depth + 1);
+      if (!written && !viewed_for_writing) return false;
+    }
+    return true;
+  }
+
+  static bool is_in_place(const Node* node) {
+    const std::string kind = node->kind().toQualString();
+    return kind.size() > 7 && kind.back() == '_' && kind.rfind("aten::", 0) == 0 &&
+           kind.find("__") == std::string::npos && !node->inputs().empty() &&
+           is_tensor(node->input(0));
+  }
+
+  // The tensor whose memory `v` is (a view's or an in-place result's base), looked up
+  // through views, in-place results and repeated attribute reads.
+  const Value* base(const Value* v) {
+    for (int depth = 0; depth < 64; ++depth) {
+      const Node* n = v->node();
+      if (n->kind() == c10::prim::GetAttr) {
+        auto key = std::make_pair(base(n->input(0)), n->s(c10::attr::name));
+        auto it = attributes.emplace(key, v).first;
+        return it->second;
+      }
+      if (n->inputs().empty() || !is_tensor(n->input(0))) return v;
+      if (!is_view(n->kind().toQualString()) && !is_in_place(n)) return v;
+      v = n->input(0);
+    }
+    return v;
+  }
+
+  void collect(torch::jit::Block* block) {
+    for (Node* node : block->nodes()) {
+      const size_t next = position.size();
+      position[node] = next;
+      for (auto* b : node->blocks()) collect(b);
+      if (is_in_place(node) && node->outputs().size() == 1) {
+        writes[base(node->input(0))].emplace_back(position[node], node->output(0));
+      }
+    }
+  }
+
+  // The results of the writes to `v`'s base after `v` was produced and before `reader`.
+  std::vector<const Value*> after(const Value* v, const Node* reader) {
+    std::vector<const Value*> out;
+    if (reader == nullptr || writes.empty()) return out;
+    auto found = writes.find(base(v));
+    if (found == writes.end()) return out;
+    auto at = [&](const Node* n) {
+      auto it = position.find(n);
+      return it == position.end() ? size_t{0} : it->second;
+    };
+    const size_t produced = v->node()->kind() == c10::prim::Param ? 0 : at(v->node());
+    const size_t read = at(reader);
+    for (const auto& [pos, result] : found->second) {
+      if (pos > produced && pos < read && result != v) out.push_back(result);
+    }
+    return out;
+  }
+};
+
+// What a value's producers are looked up through: loop-carried parameters and in-place
+// writes.
+struct Dataflow {
+  Carried carried;
+  mutable InPlaceWrites writes;
+};
+
 // The value packed into a tuple or list in the graph that unpacked value `v` is, or null.
 const Value* packed_element(const Value* v) {
   const Node* n = v->node();
@@ -313,20 +422,30 @@ const Value* packed_element(const Value* v) {
 }
 
 // Ids of captured tensors that `v` was computed from, looking through non-tensor glue such
-// as prim::ListConstruct (the list argument of aten::cat) and loop-carried parameters.
+// as prim::ListConstruct (the list argument of aten::cat) and loop-carried parameters, and
+// the in-place writes into it that `reader` sees (InPlaceWrites).
 void collect_producers(const Value* v,
                        const std::unordered_map<const Value*, size_t>& ids,
-                       const Carried& carried, std::vector<size_t>& out, int depth) {
+                       const Dataflow& flow, std::vector<size_t>& out, int depth,
+                       const Node* reader) {
+  auto push = [&](size_t id) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  // What was written into `v` in place before the reader read it (see InPlaceWrites).
+  for (const Value* written : flow.writes.after(v, reader)) {
+    auto w = ids.find(written);
+    if (w != ids.end()) push(w->second);
+  }
   auto it = ids.find(v);
   if (it != ids.end()) {
-    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
+    push(it->second);
     return;
   }
   if (depth > 4) return;
-  auto alias = carried.find(v);
-  if (alias != carried.end()) {
+  auto alias = flow.carried.find(v);
+  if (alias != flow.carried.end()) {
     for (const Value* source : alias->second) {
-      collect_producers(source, ids, carried, out, depth + 1);
+      collect_producers(source, ids, flow, out, depth + 1, reader);
     }
     return;
   }
@@ -338,7 +457,7 @@ void collect_producers(const Value* v,
       "prim::dtype", "prim::device", "prim::layout", "aten::dim", "aten::size", "aten::numel",
       "prim::shape", "aten::len"};
   if (metadata_reads.count(n->kind().toQualString()) != 0) return;
-  for (const Value* in : n->inputs()) collect_producers(in, ids, carried, out, depth + 1);
+  for (const Value* in : n->inputs()) collect_producers(in, ids, flow, out, depth + 1, reader);
 }
 
 // Qualified module path of each module type that exactly one module of the archive has.
@@ -474,42 +593,50 @@ void write_value(std::ostringstream& meta, bool first, const Value* out, Node* n
 // iteration (a loop) or only when its branch is taken (an if), and the Rust side records
 // each firing as its own value, in the order they happen.
 void collect_values(torch::jit::Block* block, const char* kind, const TypePaths& type_paths,
-                    const Carried& carried, std::unordered_map<const Value*, size_t>& ids,
+                    const Dataflow& flow, std::unordered_map<const Value*, size_t>& ids,
                     std::vector<Value*>& captured, std::ostringstream& meta) {
   for (Node* node : block->nodes()) {
     if (is_structural(node)) continue;
     if (node->kind() == c10::prim::Loop) {
       for (auto* b : node->blocks()) {
-        collect_values(b, "loop", type_paths, carried, ids, captured, meta);
+        collect_values(b, "loop", type_paths, flow, ids, captured, meta);
       }
     } else if (node->kind() == c10::prim::If) {
       // An if inside a loop body still repeats per iteration: the loop kind wins.
       const char* inner = std::strcmp(kind, "loop") == 0 ? "loop" : "if";
       for (auto* b : node->blocks()) {
-        collect_values(b, inner, type_paths, carried, ids, captured, meta);
+        collect_values(b, inner, type_paths, flow, ids, captured, meta);
       }
     }
     for (Value* out : node->outputs()) {
-      if (!is_tensor(out)) continue;
+      if (!is_tensor(out) || InPlaceWrites::is_write_handle(out)) continue;
       std::vector<size_t> producers;
       for (size_t i = 0; i < node->inputs().size(); ++i) {
         if (!metadata_argument(node, i)) {
-          collect_producers(node->input(i), ids, carried, producers, 0);
+          collect_producers(node->input(i), ids, flow, producers, 0, node);
         }
       }
-      // A loop's result is its body's last result: that firing is its producer too. (An if's
-      // result is left computed from its condition only: an if on a flag that the exporter
-      // folds away would otherwise become a layer with no ONNX twin.)
+      // A loop's result is its body's last result: that firing is its producer too. An if's
+      // result is its taken branch's: both branches' results are listed, and the Rust side
+      // keeps the firings that happened, so what is computed from an if on an input value
+      // is seen to come from the inputs (pairing accounts for the if's own result, which an
+      // exporter that folds the if has no node for).
       if (node->kind() == c10::prim::Loop) {
         const Value* last = node->blocks()[0]->outputs()[out->offset() + 1];
-        collect_producers(last, ids, carried, producers, 0);
+        collect_producers(last, ids, flow, producers, 0, node);
+      } else if (node->kind() == c10::prim::If) {
+        for (auto* branch : node->blocks()) {
+          collect_producers(branch->outputs()[out->offset()], ids, flow, producers, 0, node);
+        }
       }
       // A tensor unpacked from a tuple built in the graph depends on that element alone (the
       // sizes a patch embedding returns next to its tensor, `x, (H, W)`): recorded apart,
       // for what is constant, while `inputs` keeps the whole tuple for the dataflow.
       const Value* element = packed_element(out);
       std::vector<size_t> element_producers;
-      if (element != nullptr) collect_producers(element, ids, carried, element_producers, 0);
+      if (element != nullptr) {
+        collect_producers(element, ids, flow, element_producers, 0, node);
+      }
       write_value(meta, captured.empty(), out, node, producers, kind, type_paths,
                   element != nullptr ? &element_producers : nullptr);
       ids[out] = captured.size();
@@ -780,16 +907,17 @@ Plan* build_plan(const std::string& path) {
   collect_state_writes(graph->block(), state_writes);
   const TypePaths type_paths = unique_type_paths(plan->module);
   collect_state_reads(graph->block(), state_writes, type_paths, ids, captured, meta);
-  Carried carried;
-  collect_carried(graph->block(), carried);
+  Dataflow flow;
+  collect_carried(graph->block(), flow.carried);
+  flow.writes.collect(graph->block());
   // A dry pass numbers every value first, so that a carried parameter can name the body
   // result it reads from the second iteration on, which the body computes after its reader.
   {
     std::vector<Value*> scratch = captured;
     std::ostringstream ignored;
-    collect_values(graph->block(), "", type_paths, carried, ids, scratch, ignored);
+    collect_values(graph->block(), "", type_paths, flow, ids, scratch, ignored);
   }
-  collect_values(graph->block(), "", type_paths, carried, ids, captured, meta);
+  collect_values(graph->block(), "", type_paths, flow, ids, captured, meta);
   const std::string hazards = hazard_lists(graph->block());
   meta << "],\"saved_training\":" << (saved_training ? "true" : "false");
   meta << ",\"parameter_dtype\":";

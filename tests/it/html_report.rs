@@ -442,6 +442,7 @@ fn degenerate_outcomes_still_render() {
             snr_db: None,
             rounding_floor: None,
             tied: false,
+            nonfinite_mismatch: 0,
         });
     }
     for d in &mut odd.details {
