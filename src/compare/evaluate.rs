@@ -285,7 +285,10 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
             },
             upstream_failed: tainted[p.torch],
             unconfirmed: unconfirmed[index],
-            refuted: unconfirmed[index] && witnesses.none_carries(p.torch, cmp.max_abs),
+            // Off the dataflow, the pair's ONNX value is not computed from its producers'
+            // twins: structure, which no fault changes, shows it wrong.
+            refuted: unconfirmed[index]
+                && (!p.follows_dataflow || witnesses.none_carries(p.torch, cmp.max_abs)),
             cmp,
             isolated: None,
             origin: None,

@@ -78,9 +78,10 @@ pub struct LayerResult {
     /// the signature of a doubtful pair (a real fault propagates), so it is reported but
     /// neither gated nor named as a divergence on its own.
     pub unconfirmed: bool,
-    /// For an unconfirmed layer: its nearest consumers show none of its error
-    /// (`Witnesses::none_carries`), evidence that the pair is wrong which a real fault does
-    /// not give. Only such a pair stays unconfirmed when it fails in isolation too.
+    /// For an unconfirmed layer: its pair breaks the dataflow, or its nearest consumers show
+    /// none of its error (`Witnesses::none_carries`): evidence that the pair is wrong which a
+    /// real fault does not give. Only such a pair stays unconfirmed when it fails in
+    /// isolation too.
     #[serde(skip)]
     pub refuted: bool,
     #[serde(flatten)]
