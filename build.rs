@@ -35,7 +35,16 @@ fn build_shim() {
         .warnings(false)
         .compile("align_check_shim");
     // The binary and the tests find libtorch without LD_LIBRARY_PATH.
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    let rpath = format!("-Wl,-rpath,{}", lib_dir.display());
+    println!("cargo:rustc-link-arg-bin=align-check={rpath}");
+    println!("cargo:rustc-link-arg-tests={rpath}");
+    println!("cargo:rustc-link-arg-examples={rpath}");
+    // align-check-summary needs no libtorch (the wheel runs it where torch is not installed):
+    // no path of this machine, and libtch's inline C++ functions kept out of its dynamic
+    // symbols, where they would stay live (libtorch defines them too) and, through them,
+    // libtorch needed. With the rest left out by --gc-sections, rust-lld's --as-needed
+    // then records no libtorch (scripts/test_wheel.sh checks).
+    println!("cargo:rustc-link-arg-bin=align-check-summary=-Wl,--exclude-libs,ALL");
     println!(
         "cargo:rustc-env=ALIGN_CHECK_LIBTORCH_VERSION={}",
         libtorch_version(root)
