@@ -34,8 +34,15 @@ fn build_shim() {
         .flag_if_supported("-Wno-deprecated-declarations")
         .warnings(false)
         .compile("align_check_shim");
-    // The binary and the tests find libtorch without LD_LIBRARY_PATH.
+    // The binary and the tests find libtorch without LD_LIBRARY_PATH (every target: the
+    // library's unit tests have no link-arg key of their own).
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    // align-check-summary needs no libtorch (the wheel runs it where torch is not installed):
+    // libtch's inline C++ functions are kept out of its dynamic symbols, where they would stay
+    // live (libtorch defines them too) and, through them, libtorch needed. With the rest left
+    // out by --gc-sections, rust-lld's --as-needed then records no libtorch, and the rpath
+    // above goes unused (scripts/test_wheel.sh checks).
+    println!("cargo:rustc-link-arg-bin=align-check-summary=-Wl,--exclude-libs,ALL");
     println!(
         "cargo:rustc-env=ALIGN_CHECK_LIBTORCH_VERSION={}",
         libtorch_version(root)

@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh clone: installs the pinned environment if missing
 # (reusing the machine-wide cache), regenerates fixtures only if they are missing, runs every
 # Rust test against the real libtorch and ONNX Runtime, checks that the committed example
-# reports are what the binary just built writes (scripts/example_reports.sh --check), then
-# runs the registry sweep's CI slice.
+# reports are what the binary just built writes (scripts/example_reports.sh --check), runs
+# the registry sweep's CI slice, then builds, installs and checks the wheel.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -24,4 +24,8 @@ if [ $# -eq 0 ]; then
     # 1-5 minutes of checks once cached).
     .venv/bin/python scripts/sweep.py --slice ci --check \
         --binary "${CARGO_TARGET_DIR:-$repo/target}/debug/align-check"
+    # The wheel as a user installs it (scripts/test_wheel.sh): a release build (cached in
+    # target/ after the first), installed offline into fresh venvs, checked on committed
+    # fixtures, and `summary` without torch. About a minute once the release build is cached.
+    bash scripts/test_wheel.sh
 fi

@@ -1,7 +1,8 @@
 """Turning an eager PyTorch model into the three files align-check reads, and describing them.
 
 Responsible for: tracing/scripting to TorchScript (with `torch.autograd.Function` ops inlined,
-see `trace_inlining_autograd_functions`), exporting to ONNX with the legacy or dynamo exporter,
+see `trace_inlining_autograd_functions`, which with `save_inputs` it takes from the export
+helper python/align_check/export.py so that fixtures and users' exports trace alike), exporting to ONNX with the legacy or dynamo exporter,
 writing inputs.npz keyed by ONNX input names, and reading back what a fixture's manifest entry
 states about it (ONNX signature, opset, dynamo scope metadata, the TorchScript module paths).
 Other export helpers in scripts/ reuse `trace_inlining_autograd_functions` and `export_onnx`.
@@ -15,64 +16,21 @@ import io
 import logging
 import os
 import re
+import sys
 import warnings
 
 import numpy as np
 import onnx
 import torch
 
+# Tracing with autograd.Functions inlined and writing inputs.npz are the export helper's
+# (python/align_check/export.py, shipped in the wheel); the fixtures use the same code.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from align_check.export import (  # noqa: E402,F401  (re-exported for the generators)
+    inline_autograd_functions, save_inputs, trace_inlining_autograd_functions)
+
 _SKIP_KINDS = ("prim::Constant", "prim::GetAttr", "prim::ListConstruct", "prim::TupleConstruct",
                "prim::ListUnpack", "prim::TupleUnpack", "prim::NumToTensor")
-
-
-class _NullCtx:
-    """Stands in for autograd's ctx: forward may call save_for_backward etc.; we need none."""
-
-    def save_for_backward(self, *tensors):
-        pass
-
-    def mark_dirty(self, *tensors):
-        pass
-
-    def mark_non_differentiable(self, *tensors):
-        pass
-
-    def set_materialize_grads(self, value):
-        pass
-
-
-@contextlib.contextmanager
-def inline_autograd_functions():
-    """While active, `SomeFunction.apply(...)` runs `SomeFunction.forward` directly.
-
-    Why: torch.jit.trace cannot record a Python autograd.Function ("Could not export Python
-    function call"), but it can record the torch ops inside its forward. The TorchScript model
-    then holds the forward's ops, while the ONNX export (outside this context) still goes
-    through the Function's `symbolic`: exactly the pair of files a deployment engineer has.
-    """
-    base = torch.autograd.function._SingleLevelFunction
-    original = torch.autograd.Function.__dict__["apply"]
-
-    def inlined_apply(cls, *args, **kwargs):
-        # New-style Functions (forward without ctx, separate setup_context) take no ctx.
-        if getattr(cls.setup_context, "__func__", cls.setup_context) is not base.setup_context:
-            return cls.forward(*args, **kwargs)
-        return cls.forward(_NullCtx(), *args, **kwargs)
-
-    torch.autograd.Function.apply = classmethod(inlined_apply)
-    try:
-        yield
-    finally:
-        torch.autograd.Function.apply = original
-
-
-def trace_inlining_autograd_functions(model, inputs, **trace_kwargs):
-    """torch.jit.trace(model, inputs) with every autograd.Function's forward inlined."""
-    with inline_autograd_functions(), warnings.catch_warnings():
-        # Tracer warnings (tolist, shape to int) are expected for these models; the fixture
-        # check against ONNX Runtime is what decides whether the trace is usable.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        return torch.jit.trace(model, tuple(inputs), **trace_kwargs)
 
 
 @contextlib.contextmanager
@@ -132,10 +90,6 @@ def export_onnx(model, inputs, path, exporter, input_names, output_names, opset=
     if os.path.exists(path + ".data"):
         raise RuntimeError("exporter wrote external data; fixtures must be self-contained")
     return onnx_opset(onnx.load(path))
-
-
-def save_inputs(path, names, inputs):
-    np.savez(path, **{n: t.detach().cpu().numpy() for n, t in zip(names, inputs)})
 
 
 def load_inputs(path):

@@ -56,9 +56,15 @@ void observe(const at::Tensor& value, int64_t id) {
 
 // CONSERVATIVE alias analysis marks the op as having side effects, so dead-code elimination
 // in the executor's required passes keeps nodes whose result nobody uses.
-TORCH_LIBRARY(align_check, m) {
-  m.def(torch::schema("observe(Tensor value, int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE),
-        &observe);
+// Registered on first load (ac_load), not by a static initialiser (TORCH_LIBRARY): a binary
+// that links this file without loading TorchScript then references nothing of libtorch.
+void register_ops() {
+  static torch::Library lib(torch::Library::DEF, "align_check", std::nullopt, __FILE__, __LINE__);
+  static const bool defined = (lib.def(torch::schema("observe(Tensor value, int id) -> ()",
+                                                     c10::AliasAnalysisKind::CONSERVATIVE),
+                                       &observe),
+                               true);
+  (void)defined;
 }
 
 namespace {
@@ -1124,6 +1130,7 @@ void ac_free_string(char* s) { std::free(s); }
 // Loads `path` and prepares the instrumented graph. Returns null and sets `err` on failure.
 void* ac_load(const char* path, char** err) {
   try {
+    register_ops();
     return build_plan(path);
   } catch (const std::exception& e) {
     set_error(err, short_message(e.what()));
