@@ -26,6 +26,14 @@ fn main() -> ExitCode {
     match std::panic::catch_unwind(run) {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {
+            // A model refused for an operator whose library the user has installed runs
+            // again with it (`app::op_libraries`).
+            if let Some(again) = align_check::app::op_libraries::retry_with_library(&err) {
+                return again.unwrap_or_else(|e| {
+                    eprintln!("align-check: error: {e:#}");
+                    ExitCode::from(2)
+                });
+            }
             let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
             eprintln!("align-check: error: {}", chain.join(": "));
             ExitCode::from(2)

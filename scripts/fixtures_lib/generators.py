@@ -67,6 +67,9 @@ GENERATORS = (
     Generator("make_custom_op_fixture.py", "tests/fixtures/custom_op_lib_legacy/: a real "
               "compiled custom op (runs scripts/build_custom_ops.sh first)",
               "tests/fixtures/custom_op_lib_legacy/meta.json", size="0.03 MB", seconds=10),
+    Generator("make_library_op_fixture.py", "tests/fixtures/library_op_legacy/: a model "
+              "calling torchvision::roi_align, whose library align-check finds itself",
+              "tests/fixtures/library_op_legacy/model.onnx", size="0.02 MB", seconds=8),
     Generator("make_production_fixtures.py", "tests/fixtures/production/: a model ONNX "
               "Runtime's GELU approximation changes at the extended level, and a clean one",
               "tests/fixtures/production/gelu_head/model.onnx", size="0.4 MB", seconds=10,

@@ -6,7 +6,8 @@
 //! what rounding alone does to the outputs (`rounding_reference`), and
 //! what they share: the two runtimes behind the one runner shape (`runner`, `runners`), runtime
 //! setup (`runtimes`), the ONNX side's loading, on a thread of its own where there is room
-//! (`onnx_loading`), progress on stderr (`progress`), and what is said about the files
+//! (`onnx_loading`), the operator library a refused model needs (`op_libraries`), progress
+//! on stderr (`progress`), and what is said about the files
 //! before any comparison (`training_mode`, `model_identity`, and for a pair, `signatures`).
 
 pub mod check;
@@ -15,6 +16,7 @@ pub mod isolation;
 pub mod memory_plan;
 pub mod model_identity;
 pub mod onnx_loading;
+pub mod op_libraries;
 pub mod production;
 pub mod progress;
 pub mod quantized;

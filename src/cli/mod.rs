@@ -385,7 +385,9 @@ pub struct RuntimeArgs {
     pub ort_custom_ops: Option<PathBuf>,
 
     /// TorchScript operator library to load before the model (for ops registered with
-    /// TORCH_LIBRARY in a C++ extension)
+    /// TORCH_LIBRARY in a C++ extension). Without it, an operator of an installed Python
+    /// package (torchvision::nms) is found in the active, the bootstrapped or python3's
+    /// environment and its library loaded (-v says which)
     #[arg(long, value_name = "LIB", help_heading = "Runtimes")]
     pub torch_ops: Vec<PathBuf>,
 

@@ -141,11 +141,20 @@ pub fn rounding_line(o: &OutputResult, r: &RoundingReference) -> String {
     }
 }
 
-/// "atol 2.10e-6 (rtol 0), or rtol 3.00e-5 at atol 1e-4": the smallest tolerance under which
-/// the pair passes, as the JSON's `required_atol` and `required_rtol` say it.
+/// "passes at atol 2.10e-6 (rtol 0), or rtol 3.00e-5 at atol 1e-4": the smallest tolerance
+/// under which the pair passes, as the JSON's `required_atol` and `required_rtol` say it; or
+/// that none does, when an element is NaN or infinite on one side only.
 pub fn required_tolerance(s: &ErrorStats) -> String {
+    // The required tolerances are measured over the finite elements: with NaN or an
+    // infinity on one side only, no tolerance passes, and the figures would say it does.
+    if s.nonfinite_mismatch > 0 {
+        return format!(
+            "no tolerance: {} element(s) NaN or infinite on one side only",
+            s.nonfinite_mismatch
+        );
+    }
     format!(
-        "atol {} (rtol 0), or rtol {} at atol {}",
+        "passes at atol {} (rtol 0), or rtol {} at atol {}",
         fmt_num(s.required_atol),
         fmt_num(s.required_rtol),
         fmt_num(s.tol.atol)

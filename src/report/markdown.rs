@@ -230,7 +230,7 @@ fn outputs(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
         .iter()
         .map(|o| {
             format!(
-                "{} {} of range ({}; passes at {})",
+                "{} {} of range ({}; {})",
                 code(&o.name),
                 fmt_num(o.cmp.rel_to_range),
                 match (o.cmp.pass, o.passes()) {

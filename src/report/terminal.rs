@@ -274,7 +274,7 @@ fn outputs(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::Result<
     for o in &outcome.outputs {
         writeln!(
             out,
-            "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}  (passes at {})",
+            "output {:<20} {:<14} max abs {:>9}  rel/range {:>9}  {}  ({})",
             truncate(&o.name, 20),
             format_shape(&o.cmp.shape),
             fmt_num(o.cmp.max_abs),

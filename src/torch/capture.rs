@@ -68,7 +68,7 @@ impl TorchModel {
         let context = || format!("TorchScript model {}", path.display());
         check_file(path).with_context(context)?;
         let plan = ModulePlan::load(path)
-            .map_err(|e| anyhow!("{}", errors::explain_load_error(&e.to_string())))
+            .map_err(|e| errors::load_error(&e.to_string()))
             .with_context(context)?;
         let meta: GraphMeta = serde_json::from_str(&plan.meta_json())
             .context("the TorchScript shim returned unreadable metadata")

@@ -6,6 +6,36 @@
 //! at, are kept; the rest is dropped. Load errors with a known cause (a foreign or damaged
 //! zip, a newer file format, an unregistered custom op) are said in words that lead to the fix.
 
+/// A load refused for an operator no loaded library registers (`torchvision::nms`): a value
+/// the caller can act on (`app::op_libraries` finds the library), worded as the refusal.
+#[derive(Debug)]
+pub struct UnregisteredOperator {
+    /// The qualified operator, `namespace::name`.
+    pub op: String,
+    explained: String,
+}
+
+impl std::fmt::Display for UnregisteredOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.explained)
+    }
+}
+
+impl std::error::Error for UnregisteredOperator {}
+
+/// `explain_load_error` as an error value: an `UnregisteredOperator` for an unknown
+/// operator, else the explained message.
+pub fn load_error(message: &str) -> anyhow::Error {
+    let explained = explain_load_error(message);
+    match unknown_builtin_op(&first_line(message)) {
+        Some(op) => anyhow::Error::new(UnregisteredOperator {
+            op: op.to_string(),
+            explained,
+        }),
+        None => anyhow::anyhow!(explained),
+    }
+}
+
 /// The one-line reason libtorch gave for failing to load an archive, with its fix where known.
 pub fn explain_load_error(message: &str) -> String {
     if let Some((file, supported)) = newer_file_format(message) {

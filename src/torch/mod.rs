@@ -4,7 +4,7 @@ mod archive;
 mod args;
 mod capture;
 pub mod convert;
-mod errors;
+pub mod errors;
 mod ffi;
 mod hazards;
 pub mod meta;

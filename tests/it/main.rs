@@ -28,6 +28,7 @@ mod isolation;
 mod isolation_reports;
 mod json_contract;
 mod library_fixtures;
+mod library_ops;
 mod memory_budget;
 mod model_explorer;
 mod onnx_capture;
