@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from sweep import build, cache, calibration, variants  # noqa: E402
+from sweep import build, cache, calibration, overflow, variants  # noqa: E402
 
 TOLERANCE = {"float32": (1e-5, 1e-4), "float16": (1e-2, 1e-2)}
 
@@ -246,13 +246,29 @@ def add_optimised_reference(folder, pair):
     cache.write_json(path, record)
 
 
-def finish_pair(folder, pair_folder, record, precision="float32"):
-    """Adds the independent output check and writes pair.json."""
+def add_overflow_reference(folder, pair):
+    """Child: adds `reference.float16_overflow` (overflow.py) to a cached float16 variant's
+    pair.json, made from the float32 export it was converted from."""
+    path = os.path.join(folder, pair, "pair.json")
+    record = cache.read_json(path)
+    feeds = _load_inputs(os.path.join(folder, "inputs.npz"))
+    record.setdefault("reference", {})["float16_overflow"] = overflow.float16_overflow(
+        os.path.join(folder, pair, "model.onnx"),
+        os.path.join(folder, record["exporter"], "model.onnx"), feeds)
+    cache.write_json(path, record)
+
+
+def finish_pair(folder, pair_folder, record, precision="float32", source=None):
+    """Adds the independent output check and writes pair.json; a float16 variant's check also
+    lists what overflows float16 inside it, computed from `source`, its float32 export."""
     pt = record.get("pt") or os.path.join(folder, "model.pt")
     feeds = _load_inputs(os.path.join(folder, "inputs.npz"))
     try:
-        record["reference"] = reference_check(pt, os.path.join(pair_folder, "model.onnx"),
-                                              feeds, precision)
+        onnx_path = os.path.join(pair_folder, "model.onnx")
+        record["reference"] = reference_check(pt, onnx_path, feeds, precision)
+        if precision == "float16" and source is not None:
+            record["reference"]["float16_overflow"] = overflow.float16_overflow(
+                onnx_path, source, feeds)
     except Exception as err:
         # ONNX Runtime cannot load or run what the exporter or variant wrote (a float16
         # conversion that left a float32 Gather output): an export error, not a pair.
@@ -314,7 +330,8 @@ def run(spec):
                     precision = variants.apply(name, os.path.join(folder, base, "model.onnx"),
                                                os.path.join(pair_folder, "model.onnx"), spec)
                 record = {"exporter": base, "variant": name, "variant_s": time.time() - start}
-                finish_pair(folder, pair_folder, record, precision)
+                finish_pair(folder, pair_folder, record, precision,
+                            os.path.join(folder, base, "model.onnx"))
             except Exception as err:
                 _record_pair(pair_folder, {"status": "error", "stage": "variant",
                                            "exporter": base, "variant": name,

@@ -216,7 +216,8 @@ def render(data):
               "Each row: category, cause (from the tool's own message or from the first "
               "divergence's ops and pairing), how many, and examples as model [exporter+variant]. "
               "`real divergence` is not a false alarm: ONNX Runtime's outputs differ from "
-              "TorchScript's beyond tolerance by the sweep's own check.", "",
+              "TorchScript's beyond tolerance by the sweep's own check, or a float16 "
+              "conversion holds a value the float32 graph computes beyond 65504.", "",
               "| category | cause | count | examples |", "|---|---|---|---|"]
     order = ["false alarm", "refusal", "killed", "timeout", "coverage under 95%",
              "unconfirmed layers", "fault missed", "fault refused", "fault killed",
