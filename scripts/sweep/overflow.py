@@ -1,11 +1,11 @@
 """The sweep's own check for float16 overflow inside a converted graph, made without align-check.
 
 A float16 conversion of a network whose intermediate activations exceed 65504 (float16's
-largest finite value) has values its graph cannot hold. ONNX Runtime's CPU provider hides this
-from an output-only check: it has few float16 kernels, wraps the float16 nodes in casts to
-float32 and drops the cast pairs between consecutive nodes, so the uninstrumented outputs stay
-finite, while a float16 kernel (a GPU provider) or any run that reads the intermediate value
-sees infinity. The pair's `reference` records which float16-typed values of the converted graph
+largest finite value) has values its graph cannot hold. An output-only check with ONNX
+Runtime's optimisations off can miss it: the CPU provider runs float16 nodes it has no kernel
+for in float32 between casts, and on the hazards family's float16 models the outputs stay finite
+with optimisations off while they hold NaN from the basic level up (the level users ship), as
+with any run that reads the intermediate value or a float16 kernel. The pair's `reference` records which float16-typed values of the converted graph
 the float32 source graph computes beyond that limit on the pair's inputs (`float16_overflow`); a
 clean pair with such a value is a real divergence when align-check fails it, not a false alarm.
 """
