@@ -11,6 +11,33 @@ use super::{
 };
 use crate::capture::{CapturedValue, ValueRole};
 
+/// Whether ONNX value `o` only rearranges a value computed outside the scope `o_ids` while the
+/// module computes something (`torch_op` is no rearrangement): an exporter can scope the
+/// reshape that builds a module's input into the module (a scattered canvas viewed as an
+/// image, scoped into the convolution that reads it), and a value that holds none of the
+/// module's own computation is not its output, whatever its shape.
+fn rearranges_from_outside(
+    ov: &[CapturedValue],
+    o: usize,
+    o_ids: &[usize],
+    torch_op: &str,
+) -> bool {
+    let rearranges = |op: &str| {
+        matches!(
+            op,
+            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Identity"
+        )
+    };
+    if !rearranges(&ov[o].op) || torch_families(torch_op).contains(&"layout") {
+        return false;
+    }
+    ov[o]
+        .inputs
+        .iter()
+        .filter(|&&u| u < ov.len() && u != o && is_layer_candidate(&ov[u]))
+        .all(|u| !o_ids.contains(u))
+}
+
 impl Pairer<'_> {
     /// A leaf module call's output is the last ONNX value of the same call with its shape.
     /// Certain when that is the call's only value of the module's kind and shape that no
@@ -37,6 +64,7 @@ impl Pairer<'_> {
                 let fitting = |o: &usize| {
                     same_shape(&tv[t], &ov[*o])
                         && (t == output || compatible(&tv[t].op, &ov[*o].op))
+                        && !rearranges_from_outside(ov, *o, &o_ids, &tv[t].op)
                 };
                 if let Some(&o) = o_ids.iter().rev().find(|o| fitting(o)) {
                     let kind = |o: &usize| fitting(o) && compatible(&tv[t].op, &ov[*o].op);

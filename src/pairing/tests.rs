@@ -2696,3 +2696,31 @@ fn an_element_unpacked_from_a_tuple_is_constant_by_its_own_producers() {
     assert!(after[unpacked_size] && after[scaled]);
     assert!(!after[x] && !after[unpacked_x]);
 }
+
+/// An exporter that scopes the reshape building a convolution's input into the convolution
+/// (a scattered canvas viewed as an image), while the convolution itself was folded with the
+/// BatchNorm after it into one Conv scoped to the norm: the reshape holds nothing the
+/// convolution computed and is not its output, although its shape fits.
+#[test]
+fn a_reshape_of_a_value_from_outside_the_module_is_not_its_output() {
+    let x = [0.5, -1.0, 2.0, 3.0];
+    let (canvas, conv, norm) = (
+        [1.0, 2.0, 3.0, 4.0],
+        [4.0, -3.0, 2.0, 1.0],
+        [8.0, -6.0, 4.0, 2.0],
+    );
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tv = t.op("aten::view", "", &[ti], &canvas);
+    let tc = t.op("aten::_convolution", "block.0", &[tv], &conv);
+    let tn = t.op("aten::batch_norm", "block.1", &[tc], &norm);
+    t.output(0, tn);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let ov = o.op("Reshape", "block.0", &[oi], &canvas);
+    let on = o.op("Conv", "block.1", &[ov], &norm);
+    o.output(0, on);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_ne!(pair_of(&p, tc).map(|q| q.onnx), Some(ov));
+    assert_eq!(pair_of(&p, tn).map(|q| q.onnx), Some(on));
+}

@@ -465,8 +465,11 @@ fn tensor_args(inputs: &[HostTensor]) -> Vec<ArgValue> {
 struct Firing {
     /// Index into the graph metadata's values.
     meta: usize,
-    /// How many times this value had fired before (loop iterations).
+    /// The loop iteration it fired in: how many times it had fired before, or the iteration
+    /// of what it read in the loop when that is later (a branch not taken every iteration).
     iteration: usize,
+    /// Whether it is computed in a loop body (`ValueMeta::block`).
+    is_in_loop: bool,
     /// Producers, as positions in firing order.
     inputs: Vec<usize>,
     /// Producers of the tuple element it was unpacked from, where it was (`ValueMeta`).
@@ -504,22 +507,100 @@ impl Observed {
         shape: Vec<usize>,
         stored: Stored,
     ) {
-        let iteration = self.fired[meta];
-        self.fired[meta] += 1;
+        // An if's result reads the branch that ran this time: a branch value that fired
+        // before the if's previous result (the other branch, taken in an earlier iteration)
+        // is not what it computed from.
+        let since = match value.op.as_str() {
+            "prim::If" => self.latest[meta].map_or(0, |last| last + 1),
+            _ => 0,
+        };
         let firings = |producers: &[usize]| -> Vec<usize> {
-            producers.iter().filter_map(|&p| self.latest[p]).collect()
+            producers
+                .iter()
+                .filter_map(|&p| self.latest[p])
+                .filter(|&f| f >= since)
+                .collect()
         };
         let inputs = firings(&value.inputs);
         let element_inputs = value.element_inputs.as_deref().map(firings);
+        // A loop body's value is named by the loop's iteration (`@iterK`, as the ONNX
+        // unroller names its copies), which a value in a branch that did not run every
+        // iteration only learns from what it reads of this iteration.
+        let in_loop = value.block == "loop";
+        let iteration = inputs
+            .iter()
+            .filter(|&&f| in_loop && self.values[f].is_in_loop)
+            .map(|&f| self.values[f].iteration)
+            .fold(self.fired[meta], usize::max);
+        // The next firing is a later iteration, so that names stay unique.
+        self.fired[meta] = iteration + 1;
         self.latest[meta] = Some(self.values.len());
         self.values.push(Firing {
             meta,
             iteration,
+            is_in_loop: in_loop,
             inputs,
             element_inputs,
             dtype,
             shape,
             stored,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(op: &str, block: &str, inputs: &[usize]) -> ValueMeta {
+        serde_json::from_value(serde_json::json!({
+            "name": op, "op": op, "hierarchy": "", "source": "", "block": block,
+            "inputs": inputs,
+        }))
+        .unwrap()
+    }
+
+    /// A loop of three iterations whose body ends in an if taken as then, else, then: the
+    /// branch values are named by the loop's iteration, and each if result reads the branch
+    /// that ran in its own iteration, not the other branch's value from an earlier one.
+    #[test]
+    fn an_if_in_a_loop_reads_the_branch_of_its_own_iteration() {
+        // 0: the body's value, 1: then-branch value, 2: else-branch value, 3: the if.
+        let metas = [
+            meta("aten::add", "loop", &[3]),
+            meta("aten::mul", "loop", &[0]),
+            meta("aten::sub", "loop", &[0]),
+            meta("prim::If", "loop", &[0, 1, 2]),
+        ];
+        let mut observed = Observed::new(metas.len());
+        let mut fire = |id: usize| {
+            let stored = Stored::Memory(HostTensor::f32(vec![1], vec![0.0]));
+            observed.push((id, &metas[id]), DType::F32, vec![1], stored);
+        };
+        for branch in [1, 2, 1] {
+            fire(0);
+            fire(branch);
+            fire(3);
+        }
+        let named: Vec<(usize, usize)> = observed
+            .values
+            .iter()
+            .map(|f| (f.meta, f.iteration))
+            .collect();
+        let expected = [
+            (0, 0),
+            (1, 0),
+            (3, 0),
+            (0, 1),
+            (2, 1),
+            (3, 1),
+            (0, 2),
+            (1, 2),
+            (3, 2),
+        ];
+        assert_eq!(named, expected);
+        // The last if (firing 8) reads this iteration's body value (6) and then-branch (7),
+        // not the else-branch value of iteration 1 (4).
+        assert_eq!(observed.values[8].inputs, vec![6, 7]);
     }
 }
