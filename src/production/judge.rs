@@ -39,6 +39,7 @@ fn difference(s: &ErrorStats) -> Difference {
         max_abs: s.max_abs,
         rel_to_range: s.rel_to_range,
         pass: s.pass,
+        nonfinite_mismatch: s.nonfinite_mismatch,
     }
 }
 
@@ -125,11 +126,13 @@ pub fn fold(
                 max_abs: 0.0,
                 rel_to_range: 0.0,
                 pass: true,
+                nonfinite_mismatch: 0,
             },
             vs_unoptimised: Difference {
                 max_abs: 0.0,
                 rel_to_range: 0.0,
                 pass: true,
+                nonfinite_mismatch: 0,
             },
             unoptimised_passes: true,
         })

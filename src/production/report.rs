@@ -33,6 +33,8 @@ pub struct Difference {
     pub rel_to_range: f64,
     /// Within the outputs' tolerance.
     pub pass: bool,
+    /// Elements NaN or infinite on one side only, which `max_abs` leaves out.
+    pub nonfinite_mismatch: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,23 +136,30 @@ impl ProductionReport {
         let Some(worst) = self.worst() else {
             return format!("{label}: the model has no output to compare");
         };
+        // An element NaN or infinite on one side only is no amount of error: say it first.
+        let nonfinite = match worst.vs_torch.nonfinite_mismatch {
+            0 => "largest".to_string(),
+            n => {
+                format!("{n} element(s) NaN or infinite where PyTorch's are not; the others within")
+            }
+        };
         let amounts = format!(
-            "{} of range (max abs {}) from PyTorch, {} from the unoptimised run",
+            "{nonfinite} {} of range (max abs {}) from PyTorch, {} from the unoptimised run",
             fmt_num(worst.vs_torch.rel_to_range),
             fmt_num(worst.vs_torch.max_abs),
             fmt_num(worst.vs_unoptimised.rel_to_range)
         );
         match self.status {
             ProductionStatus::Agrees => {
-                format!("{label}: agrees, every output within its tolerance (largest {amounts})")
+                format!("{label}: agrees, every output within its tolerance ({amounts})")
             }
-            ProductionStatus::DiffersAsUnoptimised => format!(
-                "{label}: differs from PyTorch as the unoptimised run does (largest {amounts})"
-            ),
+            ProductionStatus::DiffersAsUnoptimised => {
+                format!("{label}: differs from PyTorch as the unoptimised run does ({amounts})")
+            }
             ProductionStatus::Rounding => format!(
                 "{label}: beyond the outputs' tolerance of PyTorch by no more than the \
                  unoptimised run's own rounding, which agrees with PyTorch; the two sessions' \
-                 rounding adds up, not gated (largest {amounts})"
+                 rounding adds up, not gated ({amounts})"
             ),
             ProductionStatus::Error => format!("{label} could not run"),
             ProductionStatus::ProductionOnly => {
@@ -266,11 +275,13 @@ mod tests {
                     max_abs: 4.8e-4,
                     rel_to_range: torch_rel,
                     pass: status == ProductionStatus::Agrees,
+                    nonfinite_mismatch: 0,
                 },
                 vs_unoptimised: Difference {
                     max_abs: 4.8e-4,
                     rel_to_range: torch_rel,
                     pass: false,
+                    nonfinite_mismatch: 0,
                 },
                 unoptimised_passes: true,
             }],
@@ -340,6 +351,19 @@ mod tests {
             r.line().contains("as the unoptimised run does"),
             "{}",
             r.line()
+        );
+    }
+
+    /// An output NaN where PyTorch is finite has no size of error: the line says how many
+    /// elements, not "0 of range" alone.
+    #[test]
+    fn non_finite_elements_are_named_before_the_amounts() {
+        let mut r = report(ProductionStatus::DiffersAsUnoptimised, 0.0);
+        r.outputs[0].vs_torch.nonfinite_mismatch = 48;
+        let line = r.line();
+        assert!(
+            line.contains("48 element(s) NaN or infinite where PyTorch's are not; the others within 0 of range"),
+            "{line}"
         );
     }
 }
