@@ -4,6 +4,7 @@
 //! goes to the report sinks and decides the exit code. A mismatch is a value in the outcome,
 //! never an error: errors are reserved for "could not do the job" (exit 2).
 
+use crate::app::control_steering;
 use crate::app::isolation;
 use crate::app::onnx_loading::{self, LoadedOnnx, OnnxSettings};
 use crate::app::progress::Progress;
@@ -25,10 +26,11 @@ use crate::inputs::ResolvedInput;
 use crate::onnx;
 use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
+use crate::onnx::steering::Steering;
 use crate::outcome::verdict;
 use crate::outcome::{
     AccumulatedError, CoverageReport, FileInfo, FirstNonFinite, IsolationReport, MemoryReport,
-    Outcome, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
+    Outcome, SteeredControlFlow, Timing, ToleranceInfo, Verdict, SCHEMA_VERSION,
 };
 use crate::pairing::Pairing;
 use crate::pairing::{pair_reading, ReadBack};
@@ -110,8 +112,9 @@ pub fn start(cfg: &CheckConfig, progress: &Progress, timing: &mut Timing) -> Res
         let t = Instant::now();
         let torch = load_torch(cfg)?;
         timing.load_s += onnx.seconds + t.elapsed().as_secs_f64();
+        let (mapping, samples) = resolve(cfg, &torch.0, &onnx.specs)?;
+        let onnx = control_steering::steer(&settings, onnx, &samples, progress)?;
         let models = models(cfg, torch, onnx)?;
-        let (mapping, samples) = resolve(cfg, &models.torch, &models.specs)?;
         return Ok(Started {
             models,
             mapping,
@@ -119,7 +122,7 @@ pub fn start(cfg: &CheckConfig, progress: &Progress, timing: &mut Timing) -> Res
             first_torch: None,
         });
     }
-    let mut loading = onnx_loading::spawn(settings);
+    let mut loading = onnx_loading::spawn(settings.clone());
     let t = Instant::now();
     let torch = match load_torch(cfg) {
         Ok(torch) => torch,
@@ -153,6 +156,7 @@ pub fn start(cfg: &CheckConfig, progress: &Progress, timing: &mut Timing) -> Res
     };
     let onnx = loading.finish()?;
     timing.load_s += onnx.seconds;
+    let onnx = control_steering::steer(&settings, onnx, &samples, progress)?;
     Ok(Started {
         models: models(cfg, torch, onnx)?,
         mapping,
@@ -323,9 +327,31 @@ pub struct Accumulator {
     /// Every sample's inputs and outputs, for the production session and the check of a
     /// quantised model's exclude list (when they run).
     pub production: Vec<ReferenceSample>,
+    /// The control flow the inputs steered (`probe`): isolation cuts the graph the capture ran.
+    pub steering: Steering,
 }
 
 impl Accumulator {
+    /// The repro bundle `--repro` asks for, written.
+    fn repro(
+        &self,
+        cfg: &CheckConfig,
+        progress: &Progress,
+        eval: &Evaluation,
+        (torch, onnx): (&Capture, &Capture),
+    ) -> Result<Option<crate::outcome::ReproReport>> {
+        let Some(dir) = &cfg.repro else {
+            return Ok(None);
+        };
+        progress.stage("writing the repro bundle");
+        let steered = (cfg, &self.steering);
+        let written = crate::app::repro::write(steered, dir, &eval.layers, torch, onnx)?;
+        if written.is_none() && !cfg.quiet {
+            eprintln!("align-check: {}", crate::app::repro::NOTHING_TO_REPRODUCE);
+        }
+        Ok(written)
+    }
+
     /// Folds in one sample; `parallel` compares several pairs at once (the memory plan
     /// says whether that fits).
     pub fn add(&mut self, cfg: &CheckConfig, captured: Captured, parallel: bool) -> Result<()> {
@@ -403,7 +429,8 @@ impl Accumulator {
         if isolation::reason(cfg.isolate, &eval).is_some() {
             progress.stage("isolating layers: ONNX Runtime fed PyTorch's values");
         }
-        let isolation = isolation::judge_origins(cfg, plan, &torch, &onnx, &mut eval);
+        let isolation =
+            isolation::judge_origins(cfg, (plan, &self.steering), &torch, &onnx, &mut eval);
         if isolation.is_some() {
             self.timing.isolation_s = t.elapsed().as_secs_f64();
         }
@@ -416,17 +443,7 @@ impl Accumulator {
                 &cfg.policy.outputs,
             )
         });
-        let repro = match &cfg.repro {
-            Some(dir) => {
-                progress.stage("writing the repro bundle");
-                let written = crate::app::repro::write(cfg, dir, &eval.layers, &torch, &onnx)?;
-                if written.is_none() && !cfg.quiet {
-                    eprintln!("align-check: {}", crate::app::repro::NOTHING_TO_REPRODUCE);
-                }
-                written
-            }
-            None => None,
-        };
+        let repro = self.repro(cfg, progress, &eval, (&torch, &onnx))?;
         let shared = shared_producer::find(&torch, &pairing, &eval.layers, &eval.origins);
         let t = Instant::now();
         let details = details(&eval.layers, &torch, &onnx)?;
@@ -457,6 +474,10 @@ impl Accumulator {
             },
         );
         outcome.repro = repro;
+        outcome.coverage.steered_control_flow = SteeredControlFlow {
+            if_conditions: self.steering.conditions.len(),
+            loop_trips: self.steering.trips.len(),
+        };
         outcome.rounding_reference = rounding;
         outcome.shared_producer = shared;
         outcome.signature = self.signature;
@@ -484,6 +505,7 @@ pub fn outcome(cfg: &CheckConfig, progress: &Progress) -> Result<Outcome> {
         samples,
         mut first_torch,
     } = start(cfg, progress, &mut acc.timing)?;
+    acc.steering = models.onnx.steering.clone();
     // A quantised model is judged by SQNR from here on, every layer in isolation.
     let quantization = models.quantization.take();
     let cfg = match &quantization {
@@ -610,6 +632,7 @@ fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
             min_coverage: cfg.min_coverage,
             unpaired: pairing.unpaired,
             uncapturable,
+            steered_control_flow: Default::default(),
         },
         baseline: None,
         details,

@@ -22,6 +22,7 @@ use crate::onnx::convert::from_ort;
 use crate::onnx::segment::{self, Cut, Weights};
 use crate::onnx::session_run::{ort_input, run_values, RunOutputs};
 use crate::onnx::signature::onnx_from_dtype;
+use crate::onnx::steering::Steering;
 use crate::onnx::{runtime, OnnxModel};
 use crate::outcome::{Isolated, IsolationReport, LayerResult};
 use anyhow::{anyhow, Result};
@@ -53,7 +54,7 @@ pub fn reason(always: bool, eval: &Evaluation) -> Option<String> {
 /// in `eval`, whose divergence origins are then judged from them.
 pub fn judge_origins(
     cfg: &CheckConfig,
-    memory: &MemoryPlan,
+    (memory, steering): (&MemoryPlan, &Steering),
     torch: &Capture,
     onnx: &Capture,
     eval: &mut Evaluation,
@@ -67,7 +68,7 @@ pub fn judge_origins(
         runs: 0,
         error: None,
     };
-    match isolate(cfg, memory, &plan, torch, onnx, &eval.layers) {
+    match isolate(cfg, (memory, steering), &plan, torch, onnx, &eval.layers) {
         Ok((mut isolated, runs)) => {
             tied_selection::pass_tied_selections(&eval.layers, onnx, &mut isolated);
             report.isolated_layers = isolated.iter().flatten().count();
@@ -85,7 +86,7 @@ pub fn judge_origins(
 /// and the number of ONNX Runtime runs it took.
 fn isolate(
     cfg: &CheckConfig,
-    memory: &MemoryPlan,
+    (memory, steering): (&MemoryPlan, &Steering),
     plan: &Plan,
     torch: &Capture,
     onnx: &Capture,
@@ -119,7 +120,7 @@ fn isolate(
     let mut isolated: Vec<Option<Isolated>> = vec![None; layers.len()];
     let mut runs = 0;
     for group in &groups {
-        let seg = segment::cut(&mut model.proto, &cuts, group, weights)?;
+        let seg = segment::cut(&mut model.proto, (&cuts, steering), group, weights)?;
         let bytes = seg.model.encode_to_vec();
         drop(seg.model);
         let results = run_segment(cfg, &model, &bytes, &seg.inputs, &feeds)?;

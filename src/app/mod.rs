@@ -11,6 +11,7 @@
 //! before any comparison (`training_mode`, `model_identity`, and for a pair, `signatures`).
 
 pub mod check;
+pub mod control_steering;
 pub mod inspect;
 pub mod isolation;
 pub mod memory_plan;

@@ -20,6 +20,7 @@ use crate::compare::stats::ErrorStats;
 use crate::inputs::npz_writer::write_npz;
 use crate::onnx::convert::from_ort;
 use crate::onnx::segment;
+use crate::onnx::steering::Steering;
 use crate::outcome::{Isolated, LayerResult, ReproReport};
 use crate::text::{fmt_num, module_label};
 use anyhow::{anyhow, bail, Context, Result};
@@ -37,7 +38,7 @@ const REPRO_SCRIPT: &str = include_str!("../../scripts/repro_bundle.py");
 /// Writes the bundle for the chosen layer into `dir` (created when missing). `Ok(None)` when
 /// no layer was named and none diverges: there is nothing to reproduce.
 pub fn write(
-    cfg: &CheckConfig,
+    (cfg, steering): (&CheckConfig, &Steering),
     dir: &Path,
     layers: &[LayerResult],
     torch: &Capture,
@@ -63,7 +64,7 @@ pub fn write(
     let mut model = crate::onnx::model::load(&cfg.onnx_path)?;
     let mut seg = segment::cut(
         &mut model.proto,
-        &cuts(&plan),
+        (&cuts(&plan), steering),
         std::slice::from_ref(&value.name),
         segment::Weights::Move,
     )?;

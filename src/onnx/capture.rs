@@ -25,6 +25,7 @@ use super::runtime;
 use super::segmented;
 use super::session_run::{run, Fetched, RunOutputs};
 use super::signature::{self, Dim, InputSpec};
+use super::steering::Steering;
 use crate::capture::store::Keep;
 use crate::capture::tensor::{format_shape, HostTensor};
 use crate::capture::{Capture, CapturedValue, Side, Uncapturable, ValueRole};
@@ -89,6 +90,10 @@ pub struct OnnxRunner {
     pub whole_graph_runs_last_capture: usize,
     /// `-v`: say on stderr why a group runs the whole graph instead of a segment.
     pub verbose: bool,
+    /// Control-flow nodes left in the graph it runs (their values stay inside).
+    pub kept_control_flow: usize,
+    /// The conditions and trip counts it was built with; isolation cuts the same graph.
+    pub steering: Steering,
 }
 
 impl OnnxRunner {
@@ -112,15 +117,26 @@ impl OnnxRunner {
     ///
     /// `per_group` prepares for fetching values in groups under a memory budget.
     pub fn from_model(
-        mut model: OnnxModel,
+        model: OnnxModel,
         threads: usize,
         custom_ops: Option<&Path>,
         per_group: bool,
     ) -> Result<Self> {
+        Self::steered(model, (threads, custom_ops), per_group, Steering::default())
+    }
+
+    /// [`from_model`](Self::from_model) with the control flow `steering` (measured on the
+    /// check's inputs, `probe`) made observable too.
+    pub fn steered(
+        mut model: OnnxModel,
+        (threads, custom_ops): (usize, Option<&Path>),
+        per_group: bool,
+        steering: Steering,
+    ) -> Result<Self> {
         let specs = signature::inputs(&model)?;
         let output_names = signature::output_names(&model);
         // Before the weights move out: a loop's trip count may be an initializer.
-        super::control_flow::make_observable(&mut model.proto);
+        let kept = super::control_flow::make_observable(&mut model.proto, &steering);
         // The weights move into the instrumented copy instead of being cloned with it.
         let weights = take_initializers(&mut model.proto);
         let mut exposed = expose_all(&model.proto)
@@ -183,6 +199,8 @@ impl OnnxRunner {
             runs_last_capture: 0,
             whole_graph_runs_last_capture: 0,
             verbose: false,
+            kept_control_flow: kept.len(),
+            steering,
         })
     }
 

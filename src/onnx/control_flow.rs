@@ -11,6 +11,7 @@
 
 use super::constant_scalar::Scope;
 use super::graph_edit::collect_used_names;
+use super::steering::Steering;
 use super::{inline_if, proto, unroll};
 use std::collections::{HashMap, HashSet};
 
@@ -21,9 +22,11 @@ const MAX_ROUNDS: usize = 8;
 pub type Kept = HashMap<String, String>;
 
 /// Rewrites `model`'s main graph in place; returns the control-flow nodes that stay, with
-/// the reason.
-pub fn make_observable(model: &mut proto::ModelProto) -> Kept {
+/// the reason. `steering` adds the conditions and trip counts measured on the check's inputs
+/// to those constants fix.
+pub fn make_observable(model: &mut proto::ModelProto, steering: &Steering) -> Kept {
     let mut kept = Kept::new();
+    let opset = super::model::opset_of(model);
     let Some(graph) = model.graph.as_mut() else {
         return kept;
     };
@@ -39,7 +42,11 @@ pub fn make_observable(model: &mut proto::ModelProto) -> Kept {
                 initializers: &graph.initializer,
                 outer: None,
             };
-            graph.node.iter().map(|n| rewrite(&scope, n)).collect()
+            graph
+                .node
+                .iter()
+                .map(|n| rewrite(&scope, n, (steering, opset)))
+                .collect()
         };
         let mut changed = false;
         let old = std::mem::take(&mut graph.node);
@@ -75,15 +82,27 @@ fn is_control_flow(node: &proto::NodeProto) -> bool {
 fn rewrite(
     scope: &Scope,
     node: &proto::NodeProto,
+    (steering, opset): (&Steering, i64),
 ) -> Result<Vec<proto::NodeProto>, Option<String>> {
     if !is_control_flow(node) {
         return Err(None);
     }
     if node.op_type() == "Loop" {
-        let trips = unroll::static_trips(scope, node).map_err(Some)?;
-        return Ok(unroll::unroll(node, trips));
+        // Its copies' scan values are stacked again with sequence ops (opset 11).
+        if opset < 11 && unroll::scan_outputs(node) > 0 {
+            return Err(Some(format!(
+                "it has scan outputs, which are stacked again with opset 11 ops, and the model's opset is {opset}"
+            )));
+        }
+        let measured = steering.trips.get(node.name()).copied();
+        let trips = unroll::static_trips(scope, node, measured).map_err(Some)?;
+        return unroll::unroll(node, trips).ok_or_else(|| {
+            Some("it has scan outputs and ran no iteration on these inputs".into())
+        });
     }
-    let branch = inline_if::taken_branch(scope, node).map_err(Some)?;
+    let cond = node.input.first().map(String::as_str).unwrap_or_default();
+    let measured = steering.conditions.get(cond).copied();
+    let branch = inline_if::taken_branch(scope, node, measured).map_err(Some)?;
     inline_if::inline(node, branch).ok_or_else(|| {
         Some(format!(
             "its `{branch}` does not match its outputs or holds initializers of its own"
@@ -178,7 +197,7 @@ mod tests {
     #[test]
     fn a_static_loop_is_unrolled_with_carried_values_wired() {
         let mut m = loop_model("two");
-        let kept = make_observable(&mut m);
+        let kept = make_observable(&mut m, &Steering::default());
         assert!(kept.is_empty(), "{kept:?}");
         assert_eq!(
             names(&m),
@@ -214,7 +233,7 @@ mod tests {
     fn a_loop_whose_trip_count_is_computed_stays_with_its_reason() {
         let mut m = loop_model("dynamic");
         let before = m.clone();
-        let kept = make_observable(&mut m);
+        let kept = make_observable(&mut m, &Steering::default());
         assert_eq!(m, before);
         assert!(kept["/Loop"].contains("trip count"), "{kept:?}");
     }
@@ -227,7 +246,7 @@ mod tests {
             .unwrap()
             .node
             .insert(0, constant_node("/Z", "zero", DataType::Int64, 0));
-        make_observable(&mut m);
+        make_observable(&mut m, &Steering::default());
         let g = m.graph.as_ref().unwrap();
         let id = g.node.iter().find(|n| n.op_type() == "Identity").unwrap();
         assert_eq!(
@@ -271,12 +290,12 @@ mod tests {
     #[test]
     fn an_if_on_a_constant_is_inlined_and_one_on_data_stays() {
         let mut m = if_model(constant_node("/c", "c", DataType::Bool, 0));
-        assert!(make_observable(&mut m).is_empty());
+        assert!(make_observable(&mut m, &Steering::default()).is_empty());
         assert_eq!(names(&m), ["/c", "/neg/Conv"]);
         assert_eq!(m.graph.as_ref().unwrap().node[1].output, ["/If_output_0"]);
 
         let mut m = if_model(node("/ReduceMean", "ReduceMean", &["x"], &["c"]));
-        let kept = make_observable(&mut m);
+        let kept = make_observable(&mut m, &Steering::default());
         assert!(kept["/If"].contains("computed from the data"), "{kept:?}");
         assert_eq!(names(&m), ["/ReduceMean", "/If"]);
     }
@@ -296,5 +315,73 @@ mod tests {
             .values
             .iter()
             .any(|v| v.name == "c@iter1" && v.scope[1].path == "block.conv"));
+    }
+
+    /// Steering measured on the inputs: an If on data is inlined to the branch its measured
+    /// condition takes, and a loop whose trip count is computed is unrolled for the
+    /// iterations it ran.
+    #[test]
+    fn measured_conditions_and_trip_counts_rewrite_what_data_steers() {
+        let mut m = if_model(node("/ReduceMean", "ReduceMean", &["x"], &["c"]));
+        let steering = Steering {
+            conditions: [("c".to_string(), 1)].into(),
+            ..Default::default()
+        };
+        assert!(make_observable(&mut m, &steering).is_empty());
+        assert_eq!(names(&m), ["/ReduceMean", "/pos/Conv"]);
+
+        let mut m = loop_model("dynamic");
+        let steering = Steering {
+            trips: [("/Loop".to_string(), 3)].into(),
+            ..Default::default()
+        };
+        assert!(make_observable(&mut m, &steering).is_empty());
+        let copies = names(&m)
+            .iter()
+            .filter(|n| n.starts_with("/block/conv/Conv@iter"))
+            .count();
+        assert_eq!(copies, 3);
+    }
+
+    /// A scan output (a value stacked over the iterations) is each copy's value stacked again,
+    /// under the loop's output name; with no iteration there is nothing to stack and the loop
+    /// stays.
+    #[test]
+    fn scan_outputs_are_stacked_from_the_copies() {
+        let mut m = loop_model("two");
+        let g = m.graph.as_mut().unwrap();
+        let lp = g.node.iter_mut().find(|n| n.op_type() == "Loop").unwrap();
+        lp.output.push("/Loop_output_1".into());
+        lp.attribute[0].g.as_mut().unwrap().output.push(vi("r"));
+        g.output.push(vi("/Loop_output_1"));
+        let mut old_opset = m.clone();
+        let kept = make_observable(&mut old_opset, &Steering::default());
+        assert!(kept["/Loop"].contains("opset 11"), "{kept:?}");
+        m.opset_import.push(proto::OperatorSetIdProto {
+            version: Some(17),
+            ..Default::default()
+        });
+        let mut zero = m.clone();
+        assert!(make_observable(&mut m, &Steering::default()).is_empty());
+        let g = m.graph.as_ref().unwrap();
+        let construct = g
+            .node
+            .iter()
+            .find(|n| n.op_type() == "SequenceConstruct")
+            .unwrap();
+        assert_eq!(construct.input, ["r@iter0", "r@iter1"]);
+        let stack = g
+            .node
+            .iter()
+            .find(|n| n.op_type() == "ConcatFromSequence")
+            .unwrap();
+        assert_eq!(stack.output, ["/Loop_output_1"]);
+
+        let steering = Steering {
+            trips: [("/Loop".to_string(), 0)].into(),
+            ..Default::default()
+        };
+        let kept = make_observable(&mut zero, &steering);
+        assert!(kept["/Loop"].contains("scan outputs"), "{kept:?}");
     }
 }

@@ -15,6 +15,7 @@ use super::fused_sums;
 pub(crate) use super::graph_edit::{collect_used_names, subgraphs};
 use super::proto;
 use super::scope::{has_scope_record, node_scope, node_source, node_stack};
+use super::steering::Steering;
 use crate::capture::{ScopeLevel, Uncapturable};
 use anyhow::{bail, Result};
 use std::cmp::Reverse;
@@ -63,7 +64,9 @@ pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
         bail!("the ONNX model has no graph");
     }
     let mut exposed_model = model.clone();
-    let kept = make_observable(&mut exposed_model);
+    // A model the runner made observable already (with the steering its inputs gave) keeps
+    // only what no steering resolves: this call names the reasons.
+    let kept = make_observable(&mut exposed_model, &Steering::default());
     fused_sums::make_observable(&mut exposed_model);
     let graph = exposed_model.graph.as_ref().expect("checked above");
     let order = topological_order(graph)?;

@@ -10,9 +10,15 @@ use super::proto;
 use std::collections::HashMap;
 
 /// The branch attribute (`then_branch` or `else_branch`) the If takes, else why it stays.
-pub fn taken_branch(scope: &Scope, node: &proto::NodeProto) -> Result<&'static str, String> {
+/// `measured`: the condition the check's inputs gave it (`steering`), where constants do not
+/// fix it.
+pub fn taken_branch(
+    scope: &Scope,
+    node: &proto::NodeProto,
+    measured: Option<i64>,
+) -> Result<&'static str, String> {
     let cond = node.input.first().map(String::as_str).unwrap_or_default();
-    match scope.scalar(cond) {
+    match scope.scalar(cond).or(measured) {
         Some(0) => Ok("else_branch"),
         Some(_) => Ok("then_branch"),
         None => Err("its condition is computed from the data at run time".into()),

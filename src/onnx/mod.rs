@@ -21,6 +21,7 @@ pub mod inline_if;
 pub mod model;
 pub mod model_without_weights;
 pub mod owned_tensors;
+pub mod probe;
 pub mod runtime;
 pub mod scope;
 pub mod segment;
@@ -28,6 +29,7 @@ pub mod segmented;
 pub mod session_run;
 pub mod session_settings;
 pub mod signature;
+pub mod steering;
 #[cfg(test)]
 mod test_graph;
 pub mod training;

@@ -12,6 +12,7 @@
 
 use super::expose::{collect_used_names, subgraphs};
 use super::proto;
+use super::steering::Steering;
 use anyhow::{bail, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -63,13 +64,13 @@ pub fn fetched_name(name: &str, cuts: &HashSet<&str>) -> String {
 /// says. Errors when a fetched value is not a node output of the main graph.
 pub fn cut(
     model: &mut proto::ModelProto,
-    cuts: &[Cut],
+    (cuts, steering): (&[Cut], &Steering),
     fetch: &[String],
     weights: Weights,
 ) -> Result<Segment> {
     // The values to fetch and feed are those of the graph the capture ran, control flow
-    // made observable (a no-op when done before).
-    super::control_flow::make_observable(model);
+    // made observable with the same steering (a no-op when done before).
+    super::control_flow::make_observable(model, steering);
     super::fused_sums::make_observable(model);
     // Cut where the capture looked: a quantised value is its float, fed and fetched as such.
     let contract_outputs = model.graph.as_ref().map_or(0, |g| g.output.len());
@@ -347,7 +348,7 @@ mod tests {
         let cuts = [cut_of("a"), cut_of("b"), cut_of("c")];
         let s = cut(
             &mut chain(),
-            &cuts,
+            (&cuts, &Steering::default()),
             &["a".into(), "c".into(), "d".into()],
             Weights::Copy,
         )
@@ -389,7 +390,13 @@ mod tests {
     #[test]
     fn only_the_weights_and_inputs_of_kept_nodes_go_in() {
         let mut model = chain();
-        let s = cut(&mut model, &[cut_of("b")], &["c".into()], Weights::Move).unwrap();
+        let s = cut(
+            &mut model,
+            (&[cut_of("b")], &Steering::default()),
+            &["c".into()],
+            Weights::Move,
+        )
+        .unwrap();
         let g = s.model.graph.as_ref().unwrap();
         assert_eq!(g.node.len(), 1);
         assert_eq!(s.inputs, ["b"]);
@@ -410,7 +417,13 @@ mod tests {
             name: Some("w2".to_string()),
             ..Default::default()
         });
-        let s = cut(&mut model, &[cut_of("b")], &["c".into()], Weights::Copy).unwrap();
+        let s = cut(
+            &mut model,
+            (&[cut_of("b")], &Steering::default()),
+            &["c".into()],
+            Weights::Copy,
+        )
+        .unwrap();
         assert_eq!(s.inputs, ["b"]);
         let g = s.model.graph.as_ref().unwrap();
         assert_eq!(names(&g.input), ["w2", "b"]);
@@ -419,8 +432,20 @@ mod tests {
 
     #[test]
     fn asking_for_a_value_no_node_computes_is_an_error() {
-        let err = cut(&mut chain(), &[], &["x".into()], Weights::Copy).unwrap_err();
+        let err = cut(
+            &mut chain(),
+            (&[], &Steering::default()),
+            &["x".into()],
+            Weights::Copy,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not computed by a node"), "{err}");
-        assert!(cut(&mut chain(), &[], &["nope".into()], Weights::Copy).is_err());
+        assert!(cut(
+            &mut chain(),
+            (&[], &Steering::default()),
+            &["nope".into()],
+            Weights::Copy
+        )
+        .is_err());
     }
 }

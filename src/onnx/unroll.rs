@@ -1,4 +1,5 @@
-//! Unrolling an ONNX `Loop` whose trip count is a constant and whose condition stays true:
+//! Unrolling an ONNX `Loop` whose trip count is known (a constant trip count and a condition
+//! that stays true, or the iterations it ran on the check's inputs, `steering`):
 //! its body is copied once per iteration into the graph around it, so that every value the
 //! body computes becomes a main-graph value that can be a graph output (nothing inside a
 //! subgraph can).
@@ -8,8 +9,8 @@
 //! results, its iteration number is a Constant k, and every name it defines gets `@iterK`
 //! (the TorchScript side names loop values `name@iterK` too); node names get the same suffix,
 //! so the module scope read from a legacy name is unchanged. The last copy's results take
-//! the loop's output names, so nothing after the loop changes. A loop with scan outputs
-//! (values stacked over iterations) is left as it is.
+//! the loop's output names, so nothing after the loop changes. A scan output (a value stacked
+//! over the iterations) is each copy's value stacked again after the last copy.
 
 use super::constant_scalar::Scope;
 use super::graph_edit::{constant_node, defined_names, identity_node, rename_node};
@@ -19,19 +20,41 @@ use std::collections::HashMap;
 /// Unrolling stops being a help beyond this many copied nodes.
 pub const MAX_COPIED_NODES: usize = 4096;
 
-/// The loop's trip count when it can be unrolled, else why it stays a Loop.
-pub fn static_trips(scope: &Scope, node: &proto::NodeProto) -> Result<usize, String> {
+/// The loop's trip count when it can be unrolled, else why it stays a Loop. `measured`: the
+/// iterations it ran on the check's inputs (`steering`), which fix the count whatever
+/// computes the trip count or the condition.
+pub fn static_trips(
+    scope: &Scope,
+    node: &proto::NodeProto,
+    measured: Option<usize>,
+) -> Result<usize, String> {
     let body = body(node).ok_or("it has no body")?;
     if !body.initializer.is_empty() {
         return Err("its body holds initializers of its own".into());
     }
     let carried = body.input.len().saturating_sub(2);
-    if body.input.len() < 2 || body.output.len() != carried + 1 {
-        return Err(
-            "it has scan outputs (values stacked over the iterations), which are not unrolled"
-                .into(),
-        );
+    if body.input.len() < 2 || body.output.len() < carried + 1 {
+        return Err("its body's inputs and outputs do not match".into());
     }
+    let trips = match measured {
+        Some(trips) => trips,
+        None => constant_trips(scope, node, body)?,
+    };
+    if trips.saturating_mul(body.node.len() + 2) > MAX_COPIED_NODES {
+        return Err(format!(
+            "its {trips} iterations would copy more than {MAX_COPIED_NODES} nodes"
+        ));
+    }
+    Ok(trips)
+}
+
+/// The trip count constants fix: a constant `M`, a constant initial condition, and a body
+/// that keeps the condition true.
+fn constant_trips(
+    scope: &Scope,
+    node: &proto::NodeProto,
+    body: &proto::GraphProto,
+) -> Result<usize, String> {
     let trips = match node.input.first().map(String::as_str) {
         None | Some("") => return Err("it has no trip count (it runs until its condition)".into()),
         Some(m) => scope
@@ -58,12 +81,15 @@ pub fn static_trips(scope: &Scope, node: &proto::NodeProto) -> Result<usize, Str
     if trips > 1 && !stays_true {
         return Err("its body computes whether to go on".into());
     }
-    if trips.saturating_mul(body.node.len()) > MAX_COPIED_NODES {
-        return Err(format!(
-            "its {trips} iterations would copy more than {MAX_COPIED_NODES} nodes"
-        ));
-    }
     Ok(trips)
+}
+
+/// How many scan outputs (values stacked over the iterations) a Loop has.
+pub fn scan_outputs(node: &proto::NodeProto) -> usize {
+    body(node).map_or(0, |b| {
+        let carried = b.input.len().saturating_sub(2);
+        b.output.len().saturating_sub(1 + carried)
+    })
 }
 
 /// The body attribute of a Loop node.
@@ -74,10 +100,18 @@ fn body(node: &proto::NodeProto) -> Option<&proto::GraphProto> {
         .and_then(|a| a.g.as_ref())
 }
 
-/// The nodes that replace `node` (a Loop that `static_trips` accepted) in its graph.
-pub fn unroll(node: &proto::NodeProto, trips: usize) -> Vec<proto::NodeProto> {
-    let body = body(node).expect("checked by static_trips");
+/// The nodes that replace `node` (a Loop that `static_trips` accepted) in its graph; `None`
+/// for a loop with scan outputs that ran no iteration (an empty stack has no element to
+/// take its shape from).
+pub fn unroll(node: &proto::NodeProto, trips: usize) -> Option<Vec<proto::NodeProto>> {
+    let body = body(node)?;
     let carried = body.input.len() - 2;
+    let scans = body.output.len() - 1 - carried;
+    if scans > 0 && trips == 0 {
+        return None;
+    }
+    // Each iteration's scan values, stacked after the last copy.
+    let mut stacked: Vec<Vec<String>> = vec![Vec::new(); scans];
     let mut current: Vec<String> = (0..carried)
         .map(|j| node.input.get(2 + j).cloned().unwrap_or_default())
         .collect();
@@ -109,7 +143,7 @@ pub fn unroll(node: &proto::NodeProto, trips: usize) -> Vec<proto::NodeProto> {
         }
         if k + 1 == trips {
             // The last copy's results are the loop's: they take its output names.
-            for (j, result) in body.output[1..].iter().enumerate() {
+            for (j, result) in body.output[1..=carried].iter().enumerate() {
                 let loop_out = node.output.get(j).filter(|o| !o.is_empty());
                 if let (Some(o), true) = (loop_out, defined.contains(result.name())) {
                     rename.insert(result.name().to_string(), o.clone());
@@ -122,17 +156,36 @@ pub fn unroll(node: &proto::NodeProto, trips: usize) -> Vec<proto::NodeProto> {
             copy.name = Some(format!("{}@iter{k}", inner.name()));
             out.push(copy);
         }
-        current = body.output[1..]
-            .iter()
-            .map(|o| {
-                rename
-                    .get(o.name())
-                    .cloned()
-                    .unwrap_or_else(|| o.name().to_string())
-            })
-            .collect();
+        let renamed = |o: &proto::ValueInfoProto| {
+            rename
+                .get(o.name())
+                .cloned()
+                .unwrap_or_else(|| o.name().to_string())
+        };
+        current = body.output[1..=carried].iter().map(renamed).collect();
+        for (j, scan) in body.output[1 + carried..].iter().enumerate() {
+            stacked[j].push(renamed(scan));
+        }
     }
-    // Results the last copy did not name (a value passed through, or no iteration at all).
+    out.extend(loop_results(node, &current, &stacked));
+    Some(out)
+}
+
+/// The nodes that give the loop's outputs their values after the copies: each scan output
+/// stacked from the copies' values, and each carried result the last copy did not name (a
+/// value passed through, or no iteration at all).
+fn loop_results(
+    node: &proto::NodeProto,
+    current: &[String],
+    stacked: &[Vec<String>],
+) -> Vec<proto::NodeProto> {
+    let mut out = Vec::new();
+    let carried = current.len();
+    for (j, values) in stacked.iter().enumerate() {
+        if let Some(o) = node.output.get(carried + j).filter(|o| !o.is_empty()) {
+            out.extend(stack_node(node.name(), j, values, o));
+        }
+    }
     for (j, value) in current.iter().enumerate() {
         if let Some(o) = node.output.get(j).filter(|o| !o.is_empty() && *o != value) {
             out.push(identity_node(
@@ -143,4 +196,33 @@ pub fn unroll(node: &proto::NodeProto, trips: usize) -> Vec<proto::NodeProto> {
         }
     }
     out
+}
+
+/// `output = stack(values)` along a new first axis, as a Loop stacks a scan output: the
+/// values in a sequence, concatenated with a new axis (opset 11 and later, as Loop's scan
+/// outputs of any exporter that writes them).
+fn stack_node(loop_name: &str, j: usize, values: &[String], output: &str) -> Vec<proto::NodeProto> {
+    let sequence = format!("{loop_name}/scan{j}/sequence");
+    let construct = proto::NodeProto {
+        name: Some(format!("{loop_name}/scan{j}/construct")),
+        op_type: Some("SequenceConstruct".into()),
+        input: values.to_vec(),
+        output: vec![sequence.clone()],
+        ..Default::default()
+    };
+    let int = |name: &str, i: i64| proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(i),
+        ..Default::default()
+    };
+    let concat = proto::NodeProto {
+        name: Some(format!("{loop_name}/scan{j}/stack")),
+        op_type: Some("ConcatFromSequence".into()),
+        input: vec![sequence],
+        output: vec![output.to_string()],
+        attribute: vec![int("axis", 0), int("new_axis", 1)],
+        ..Default::default()
+    };
+    vec![construct, concat]
 }

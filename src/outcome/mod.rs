@@ -81,6 +81,15 @@ pub struct CoverageReport {
     pub min_coverage: f64,
     pub unpaired: Vec<Unpaired>,
     pub uncapturable: Vec<Uncapturable>,
+    pub steered_control_flow: SteeredControlFlow,
+}
+
+/// The ONNX control flow the check's own inputs steered: the ifs inlined and the loops
+/// unrolled for the conditions and trip counts a first run measured on every sample.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SteeredControlFlow {
+    pub if_conditions: usize,
+    pub loop_trips: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,12 +1,14 @@
-//! TorchScript values whose ONNX twins stay inside a control-flow subgraph: covered by the
-//! control-flow node's result, with that reason, instead of counted as missing.
+//! TorchScript values whose ONNX twins stay inside a control-flow subgraph: named, with the
+//! node they stay in and why, and counted as not compared.
 //!
-//! The ONNX rewrite (`onnx::control_flow`) unrolls static loops and inlines an If on a
-//! constant; what is left as a `Loop` or `If` node has a trip count or condition computed
-//! from the data, and the values inside it cannot be graph outputs. The TorchScript side
-//! still observes them (each loop iteration, the branch that ran). A value left without a
-//! twin whose nearest paired consumers are all that one node is part of what the node
-//! computes: its result is compared, so the value is accounted for, not missing. A loop
+//! The ONNX rewrite (`onnx::control_flow`) unrolls loops and inlines ifs whose trip counts
+//! and conditions constants or the check's own inputs fix (`onnx::probe`); what is left as a
+//! `Loop` or `If` node could not be rewritten (its steering differs between the samples, a
+//! scan output of a loop that ran no iteration, ...), and the values inside it cannot be
+//! graph outputs. The TorchScript side still observes them (each loop iteration, the branch
+//! that ran). A value left without a twin whose nearest paired consumers are all that one
+//! node is part of what the node computes: only the node's result is compared, which says
+//! nothing of where inside the error was made, so the value counts against coverage. A loop
 //! body's value also reaches, through its last iteration, what follows the loop; there the
 //! kept loop among its nearest paired consumers is the node that computes it. Module
 //! calls inside are accounted by scope already (`scoped::leave_group`); this covers the
@@ -40,10 +42,10 @@ impl Pairer<'_> {
                 _ => continue,
             };
             let reason = format!(
-                "computed inside ONNX {} node {}, which keeps its subgraph (coverage.uncapturable says why); compared through that node's result",
+                "not compared: computed inside ONNX {} node {}, which keeps its subgraph (coverage.uncapturable says why); only that node's result is compared",
                 ov[node].op, ov[node].node
             );
-            self.state.reason.insert(t, (reason, true));
+            self.state.reason.insert(t, (reason, false));
         }
     }
 }

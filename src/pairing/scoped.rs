@@ -382,7 +382,8 @@ impl Pairer<'_> {
         let path = key_path(key);
         let nested = format!("{path}.");
         // The ONNX twin exists but sits inside an If branch or Loop body, where no value can
-        // be a graph output: the control-flow node's result is compared instead.
+        // be a graph output: only the control-flow node's result is compared, so the call
+        // counts as not compared.
         let in_subgraph = self
             .onnx
             .uncapturable
@@ -399,10 +400,10 @@ impl Pairer<'_> {
             } else if let Some(u) = in_subgraph {
                 (
                     format!(
-                        "its ONNX twin is inside a control-flow subgraph ({}); compared through that node's result",
+                        "not compared: its ONNX twin is inside a control-flow subgraph ({}); only that node's result is compared",
                         u.reason.split(';').next().unwrap_or_default()
                     ),
-                    true,
+                    false,
                 )
             } else {
                 (format!("no ONNX node carries the scope '{path}'"), false)

@@ -420,6 +420,16 @@ fn coverage_notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::
             module_label(&first.module)
         )?;
     }
+    let steered = &c.steered_control_flow;
+    if steered.if_conditions + steered.loop_trips > 0 {
+        writeln!(
+            out,
+            "{} control flow steered by these inputs: {} If condition(s) and {} Loop trip count(s) measured by a first ONNX Runtime run; the branches that ran are inlined and the iterations unrolled, and compared like any layer",
+            paint.yellow("note:"),
+            steered.if_conditions,
+            steered.loop_trips
+        )?;
+    }
     if !c.uncapturable.is_empty() {
         writeln!(
             out,

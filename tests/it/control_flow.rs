@@ -65,25 +65,28 @@ fn the_clean_scripted_pair_is_compared_inside_the_loop_and_passes() {
             .all(|u| !u["reason"].as_str().unwrap().contains("Loop")),
         "{uncapturable:?}"
     );
+    // The If on data is inlined for these inputs (its condition measured by a first run):
+    // the branch that ran is compared like any layer, and no value is left inside an If.
     let taken = expected("scripted_loop_if")["branch_taken"].clone();
-    let branch_value = uncapturable
-        .iter()
-        .find(|u| u["module"] == taken && u["op"] == "Conv")
-        .unwrap_or_else(|| panic!("no uncapturable {taken} Conv: {uncapturable:?}"));
+    assert_eq!(coverage["steered_control_flow"]["if_conditions"], 1);
+    let branch = layers_of(&report, taken.as_str().unwrap());
+    assert!(!branch.is_empty(), "no layer of {taken}");
+    for l in &branch {
+        assert_eq!(l["pass"], true, "{l}");
+    }
     assert!(
-        branch_value["reason"]
-            .as_str()
-            .unwrap()
-            .contains("If is not inlined: its condition is computed from the data"),
-        "{branch_value}"
+        uncapturable
+            .iter()
+            .all(|u| !u["reason"].as_str().unwrap().contains("is not inlined")),
+        "{uncapturable:?}"
     );
-    // TorchScript's value of the branch that ran is accounted for, not missing.
     let unpaired = coverage["unpaired"].as_array().unwrap();
-    let torch_branch = unpaired
-        .iter()
-        .find(|u| u["side"] == "torch" && u["module"] == taken)
-        .unwrap();
-    assert_eq!(torch_branch["accounted"], true, "{torch_branch}");
+    assert!(
+        unpaired
+            .iter()
+            .all(|u| !u["reason"].as_str().unwrap().contains("keeps its subgraph")),
+        "{unpaired:?}"
+    );
 }
 
 #[test]
@@ -119,7 +122,7 @@ fn a_weight_changed_inside_the_loop_body_is_found_there_in_the_first_iteration()
 }
 
 #[test]
-fn a_loop_whose_trip_count_is_computed_stays_and_does_not_cost_coverage() {
+fn a_loop_whose_trip_count_is_computed_is_unrolled_for_the_inputs() {
     let want = expected("dynamic_loop");
     let shape = want["shape"].as_str().unwrap();
     let (code, report) = check_dir(&pair("dynamic_loop"), &["--shape", shape]);
@@ -127,39 +130,25 @@ fn a_loop_whose_trip_count_is_computed_stays_and_does_not_cost_coverage() {
     let coverage = &report["coverage"];
     let ratio = coverage["torch_ratio"].as_f64().unwrap();
     assert!(ratio >= 0.95, "coverage {ratio}: {}", coverage["unpaired"]);
-    // The Loop itself is compared; nothing inside it is.
-    assert_eq!(
-        layers_of(&report, "")
-            .iter()
-            .filter(|l| l["onnx_op"] == "Loop")
-            .count(),
-        1
-    );
-    assert!(layers_of(&report, "block.conv").is_empty());
-    let uncapturable = coverage["uncapturable"].as_array().unwrap();
-    let body_conv = uncapturable
-        .iter()
-        .find(|u| u["module"] == "block.conv")
-        .unwrap_or_else(|| panic!("{uncapturable:?}"));
-    assert!(
-        body_conv["reason"]
-            .as_str()
-            .unwrap()
-            .contains("Loop is not unrolled: its trip count is computed at run time"),
-        "{body_conv}"
-    );
-    // Every TorchScript value of every iteration is accounted for, each with a reason that
-    // names the Loop, not missing.
+    // A first run measured the iterations: each one's body is its own pair, with the
+    // unrolled copy of its node; no Loop is left.
     let trips = want["loop_trips"].as_u64().unwrap() as usize;
-    let in_loop: Vec<&Value> = coverage["unpaired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|u| u["side"] == "torch" && u["name"].as_str().unwrap().contains("@iter"))
-        .collect();
-    assert!(in_loop.len() >= 2 * trips, "{in_loop:?}");
-    for u in &in_loop {
-        assert_eq!(u["accounted"], true, "{u}");
-        assert!(u["reason"].as_str().unwrap().contains("/Loop"), "{u}");
+    let body = layers_of(&report, "block.conv");
+    assert_eq!(body.len(), trips, "{body:?}");
+    for (k, l) in body.iter().enumerate() {
+        let node = l["onnx_node"].as_str().unwrap();
+        assert!(node.ends_with(&format!("@iter{k}")), "call {k}: {node}");
+        assert_eq!(l["pass"], true, "{l}");
     }
+    assert!(layers_of(&report, "")
+        .iter()
+        .all(|l| l["onnx_op"] != "Loop"));
+    assert_eq!(coverage["steered_control_flow"]["loop_trips"], 1);
+    let uncapturable = coverage["uncapturable"].as_array().unwrap();
+    assert!(
+        uncapturable
+            .iter()
+            .all(|u| !u["reason"].as_str().unwrap().contains("Loop")),
+        "{uncapturable:?}"
+    );
 }

@@ -180,6 +180,13 @@ struct Coverage {
     onnx_nodes_total: usize,
     onnx_nodes_paired: usize,
     unpaired: Vec<Unpaired>,
+    steered_control_flow: Steered,
+}
+
+#[derive(Deserialize)]
+struct Steered {
+    if_conditions: usize,
+    loop_trips: usize,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +263,9 @@ fn failing_report_follows_the_contract() {
     assert!(r.outputs[0].stats.rel_to_range.unwrap() > 1e-3);
     assert!(r.coverage.torch_layers_paired <= r.coverage.torch_layers_total);
     assert!(r.coverage.onnx_nodes_paired <= r.coverage.onnx_nodes_total);
+    // A model without control flow has none for its inputs to steer.
+    let steered = &r.coverage.steered_control_flow;
+    assert_eq!((steered.if_conditions, steered.loop_trips), (0, 0));
     assert!(r
         .coverage
         .unpaired
