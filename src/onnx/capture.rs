@@ -19,7 +19,7 @@
 //! that instrumenting the model does not change its answer.
 
 use super::convert::from_ort;
-use super::expose::{expose_all, ExposedValue};
+use super::expose::{expose_steered, ExposedValue};
 use super::model::OnnxModel;
 use super::runtime;
 use super::segmented;
@@ -139,7 +139,7 @@ impl OnnxRunner {
         let kept = super::control_flow::make_observable(&mut model.proto, &steering);
         // The weights move into the instrumented copy instead of being cloned with it.
         let weights = take_initializers(&mut model.proto);
-        let mut exposed = expose_all(&model.proto)
+        let mut exposed = expose_steered(&model.proto, &steering)
             .map_err(|e| anyhow!("ONNX model {}: {e}", model.path.display()))?;
         if let Some(graph) = exposed.model.graph.as_mut() {
             graph.initializer = weights;

@@ -87,6 +87,17 @@ fn rewrite(
     if !is_control_flow(node) {
         return Err(None);
     }
+    let cond = node.input.first().map(String::as_str).unwrap_or_default();
+    let key = if node.op_type() == "Loop" {
+        node.name()
+    } else {
+        cond
+    };
+    if steering.differing.contains(key) {
+        return Err(Some(
+            "the input samples steer it differently (one rewritten graph serves them all)".into(),
+        ));
+    }
     if node.op_type() == "Loop" {
         // Its copies' scan values are stacked again with sequence ops (opset 11).
         if opset < 11 && unroll::scan_outputs(node) > 0 {
@@ -100,7 +111,6 @@ fn rewrite(
             Some("it has scan outputs and ran no iteration on these inputs".into())
         });
     }
-    let cond = node.input.first().map(String::as_str).unwrap_or_default();
     let measured = steering.conditions.get(cond).copied();
     let branch = inline_if::taken_branch(scope, node, measured).map_err(Some)?;
     inline_if::inline(node, branch).ok_or_else(|| {

@@ -60,13 +60,17 @@ pub struct Exposed {
 /// Builds the instrumented copy of `model`. Errors when the model has no graph or its nodes
 /// form a cycle.
 pub fn expose_all(model: &proto::ModelProto) -> Result<Exposed> {
+    expose_steered(model, &Steering::default())
+}
+
+/// [`expose_all`] with the control flow the check's inputs steer made observable too.
+pub fn expose_steered(model: &proto::ModelProto, steering: &Steering) -> Result<Exposed> {
     if model.graph.is_none() {
         bail!("the ONNX model has no graph");
     }
     let mut exposed_model = model.clone();
-    // A model the runner made observable already (with the steering its inputs gave) keeps
-    // only what no steering resolves: this call names the reasons.
-    let kept = make_observable(&mut exposed_model, &Steering::default());
+    // On a model the runner made observable already, what stays and why.
+    let kept = make_observable(&mut exposed_model, steering);
     fused_sums::make_observable(&mut exposed_model);
     let graph = exposed_model.graph.as_ref().expect("checked above");
     let order = topological_order(graph)?;

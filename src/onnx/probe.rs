@@ -60,11 +60,10 @@ pub fn measure(
     (threads, custom_ops): (usize, Option<&Path>),
 ) -> Result<Steering> {
     let mut steering = Steering::default();
-    let mut differing: HashSet<String> = HashSet::new();
     for _ in 0..MAX_ROUNDS {
         let mut proto = model.proto.clone();
         make_observable(&mut proto, &steering);
-        let wanted = instrument(&mut proto, &steering, &differing);
+        let wanted = instrument(&mut proto, &steering);
         if wanted.is_empty() || samples.is_empty() {
             break;
         }
@@ -84,21 +83,16 @@ pub fn measure(
                 seen.push(w.read(t));
             }
         }
-        if !learn(&wanted, &seen, &mut steering, &mut differing) {
+        if !learn(&wanted, &seen, &mut steering) {
             break;
         }
     }
     Ok(steering)
 }
 
-/// Adds what every sample agrees on to `steering` (the rest to `differing`); whether
+/// Adds what every sample agrees on to `steering` (the rest to its `differing`); whether
 /// anything was learned.
-fn learn(
-    wanted: &[Wanted],
-    seen: &[Vec<Option<i64>>],
-    steering: &mut Steering,
-    differing: &mut HashSet<String>,
-) -> bool {
+fn learn(wanted: &[Wanted], seen: &[Vec<Option<i64>>], steering: &mut Steering) -> bool {
     let mut learned = false;
     for (w, values) in wanted.iter().zip(seen) {
         let agreed = match values.first() {
@@ -113,7 +107,7 @@ fn learn(
                 steering.trips.insert(node.clone(), n.max(0) as usize);
             }
             (_, None) => {
-                differing.insert(w.key().to_string());
+                steering.differing.insert(w.key().to_string());
                 continue;
             }
         }
@@ -128,11 +122,7 @@ fn is_control_flow(node: &proto::NodeProto, op: &str) -> bool {
 
 /// Makes `proto` (rewritten with what is known) also return what steers its remaining
 /// main-graph control flow; what it returns, in order.
-fn instrument(
-    proto: &mut proto::ModelProto,
-    steering: &Steering,
-    differing: &HashSet<String>,
-) -> Vec<Wanted> {
+fn instrument(proto: &mut proto::ModelProto, steering: &Steering) -> Vec<Wanted> {
     let Some(graph) = proto.graph.as_mut() else {
         return Vec::new();
     };
@@ -140,7 +130,7 @@ fn instrument(
     let mut outputs: HashSet<String> = graph.output.iter().map(|o| o.name().to_string()).collect();
     let mut wanted = Vec::new();
     for node in &mut graph.node {
-        let open = |key: &str| !key.is_empty() && !differing.contains(key);
+        let open = |key: &str| !key.is_empty() && !steering.differing.contains(key);
         if is_control_flow(node, "If") {
             let cond = node.input.first().cloned().unwrap_or_default();
             // A condition that is a graph input is not a value a run can return.

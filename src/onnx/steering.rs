@@ -8,7 +8,7 @@
 //! Keyed by the names the rewrite sees: an `If` by its condition's value name, a `Loop` by
 //! its node name, both with the `@iterK` suffix a value inside an unrolled loop gets.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Steering {
@@ -16,10 +16,13 @@ pub struct Steering {
     pub conditions: HashMap<String, i64>,
     /// The iterations a `Loop` ran, by node name, the same on every sample.
     pub trips: HashMap<String, usize>,
+    /// Conditions and loops (by the keys above) that the samples steer differently: one
+    /// rewritten graph cannot serve them all, so they stay.
+    pub differing: HashSet<String>,
 }
 
 impl Steering {
     pub fn is_empty(&self) -> bool {
-        self.conditions.is_empty() && self.trips.is_empty()
+        self.conditions.is_empty() && self.trips.is_empty() && self.differing.is_empty()
     }
 }

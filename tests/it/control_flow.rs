@@ -152,3 +152,73 @@ fn a_loop_whose_trip_count_is_computed_is_unrolled_for_the_inputs() {
         "{uncapturable:?}"
     );
 }
+
+/// An .npz holding one float32 array `name` of `shape`, every element `value`.
+fn constant_npz(path: &std::path::Path, name: &str, shape: &[usize], value: f32) {
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    zip.start_file(format!("{name}.npy"), zip::write::FileOptions::default())
+        .unwrap();
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    while (header.len() + 11) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    for _ in 0..shape.iter().product::<usize>() {
+        bytes.extend(value.to_le_bytes());
+    }
+    std::io::Write::write_all(&mut zip, &bytes).unwrap();
+    zip.finish().unwrap();
+}
+
+/// Two samples that take different branches of the If on data (a constant input of -1 takes
+/// `then`, of +1 `else`, by the fixture's weights): one rewritten graph cannot serve both, so
+/// the If stays, says why, and the branch values TorchScript computed count as not compared.
+/// Each sample alone gets its branch inlined.
+#[test]
+fn samples_that_take_different_branches_keep_the_if_and_count_it_as_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [1, 3, 16, 16];
+    constant_npz(&dir.path().join("a.npz"), "input", &shape, -1.0);
+    constant_npz(&dir.path().join("b.npz"), "input", &shape, 1.0);
+    let inputs = dir.path().to_str().unwrap();
+    let (_, report) = check_dir(&pair("scripted_loop_if"), &["--inputs", inputs]);
+    let coverage = &report["coverage"];
+    assert_eq!(coverage["steered_control_flow"]["if_conditions"], 0);
+    let uncapturable = coverage["uncapturable"].as_array().unwrap();
+    assert!(
+        uncapturable.iter().any(|u| u["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the input samples steer it differently")),
+        "{uncapturable:?}"
+    );
+    let not_compared: Vec<&Value> = coverage["unpaired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["side"] == "torch" && u["accounted"] == false)
+        .collect();
+    assert!(!not_compared.is_empty(), "{}", coverage["unpaired"]);
+    assert!(coverage["torch_ratio"].as_f64().unwrap() < 1.0);
+
+    for (file, branch) in [("a.npz", "pos"), ("b.npz", "neg")] {
+        let one = dir.path().join(file);
+        let (code, report) = check_dir(
+            &pair("scripted_loop_if"),
+            &["--inputs", one.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{}", report["gate_failures"]);
+        assert_eq!(
+            report["coverage"]["steered_control_flow"]["if_conditions"],
+            1
+        );
+        assert!(!layers_of(&report, branch).is_empty(), "{branch}");
+    }
+}
