@@ -21,9 +21,11 @@ fn build_shim() {
     let root = lib_dir.parent().expect("libtorch lib folder has a parent");
     let include = root.join("include");
     println!("cargo:rerun-if-changed=src/torch/shim.cpp");
+    println!("cargo:rerun-if-changed=src/torch/shadow.cpp");
     cc::Build::new()
         .cpp(true)
         .file("src/torch/shim.cpp")
+        .file("src/torch/shadow.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")

@@ -70,6 +70,9 @@ GENERATORS = (
     Generator("make_library_op_fixture.py", "tests/fixtures/library_op_legacy/: a model "
               "calling torchvision::roi_align, whose library align-check finds itself",
               "tests/fixtures/library_op_legacy/model.onnx", size="0.02 MB", seconds=8),
+    Generator("make_fused_fixtures.py", "tests/fixtures/fused/: a TransformerEncoder traced "
+              "under no_grad (one fused op per layer) and a fault inside its self-attention",
+              "tests/fixtures/fused/fault_self_attn/expected.json", size="0.2 MB", seconds=19),
     Generator("make_production_fixtures.py", "tests/fixtures/production/: a model ONNX "
               "Runtime's GELU approximation changes at the extended level, and a clean one",
               "tests/fixtures/production/gelu_head/model.onnx", size="0.4 MB", seconds=10,

@@ -36,6 +36,10 @@
 using torch::jit::Node;
 using torch::jit::Value;
 
+// shadow.cpp: the standard-op decomposition inserted before each fused layer op; maps the
+// fused op's output to the shadow value captured in its place.
+std::unordered_map<const Value*, const Value*> insert_shadows(torch::jit::Graph& graph);
+
 // The sink of the run in progress on this thread. The interpreter runs every node of the
 // graph on the calling thread, so a thread-local is enough to route observe nodes to it.
 using Sink = void (*)(void* ctx, size_t id, void* tensor);
@@ -413,6 +417,9 @@ struct InPlaceWrites {
 struct Dataflow {
   Carried carried;
   mutable InPlaceWrites writes;
+  // A fused op's output -> the last value of its shadow decomposition (shadow.cpp), which is
+  // captured in its place.
+  std::unordered_map<const Value*, const Value*> shadowed;
 };
 
 // The value packed into a tuple or list in the graph that unpacked value `v` is, or null.
@@ -616,6 +623,11 @@ void collect_values(torch::jit::Block* block, const char* kind, const TypePaths&
     }
     for (Value* out : node->outputs()) {
       if (!is_tensor(out) || InPlaceWrites::is_write_handle(out)) continue;
+      auto twin = flow.shadowed.find(out);
+      if (twin != flow.shadowed.end()) {
+        ids[out] = ids.at(twin->second);
+        continue;
+      }
       std::vector<size_t> producers;
       for (size_t i = 0; i < node->inputs().size(); ++i) {
         if (!metadata_argument(node, i)) {
@@ -898,6 +910,8 @@ Plan* build_plan(const std::string& path) {
   const bool saved_training = plan->module.is_training();
   plan->module.eval();
   std::shared_ptr<torch::jit::Graph> graph = inlined_forward(plan->module);
+  // Values inside fused layer ops (see shadow.cpp), numbered and observed like the rest.
+  auto shadowed = insert_shadows(*graph);
 
   std::ostringstream meta;
   std::unordered_map<const Value*, size_t> ids;
@@ -914,6 +928,7 @@ Plan* build_plan(const std::string& path) {
   const TypePaths type_paths = unique_type_paths(plan->module);
   collect_state_reads(graph->block(), state_writes, type_paths, ids, captured, meta);
   Dataflow flow;
+  flow.shadowed = std::move(shadowed);
   collect_carried(graph->block(), flow.carried);
   flow.writes.collect(graph->block());
   // A dry pass numbers every value first, so that a carried parameter can name the body

@@ -21,6 +21,7 @@ mod control_flow;
 mod custom_ops;
 mod export_pair;
 mod first_contact;
+mod fused_ops;
 mod fuzz_regressions;
 mod gate;
 mod html_report;
