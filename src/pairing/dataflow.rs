@@ -14,6 +14,7 @@
 //! keeps its pair.
 
 use super::{compatible, is_layer_candidate, same_shape, PairedBy, Pairer};
+use crate::capture::tensor::DType;
 use crate::capture::{Capture, CapturedValue};
 use std::collections::{HashMap, HashSet};
 
@@ -47,17 +48,33 @@ pub(super) fn permutations(n: usize) -> Vec<Vec<usize>> {
 /// from, looking through unpaired ones. An element unpacked from a tuple built in the graph
 /// was computed from that element's producers only (`Capture::element_inputs`), not from
 /// every element of the tuple: a module that returns two tensors feeds each to its own
-/// consumers.
+/// consumers. An `if`'s result is computed from its taken branch; its condition steers it
+/// but is no operand, and an ONNX `If` inlined for the check's inputs (`onnx::steering`)
+/// reads the branch's value alone.
 pub(super) fn nearest_producer_twins(
     torch: &Capture,
     twin: impl Fn(usize) -> Option<usize>,
     t: usize,
 ) -> Vec<usize> {
     let tv = &torch.values;
-    let inputs_of = |u: usize| torch.element_inputs.get(&u).unwrap_or(&tv[u].inputs);
+    let is_condition = |p: &usize| {
+        tv.get(*p)
+            .is_some_and(|c| c.dtype == DType::Bool && c.shape.iter().product::<usize>() == 1)
+    };
+    let inputs_of = |u: usize| -> Vec<usize> {
+        let inputs = torch.element_inputs.get(&u).unwrap_or(&tv[u].inputs);
+        match tv[u].op.as_str() {
+            "prim::If" => inputs
+                .iter()
+                .copied()
+                .filter(|p| !is_condition(p))
+                .collect(),
+            _ => inputs.clone(),
+        }
+    };
     let mut twins = Vec::new();
     let mut seen = HashSet::new();
-    let mut stack: Vec<usize> = inputs_of(t).clone();
+    let mut stack: Vec<usize> = inputs_of(t);
     while let Some(u) = stack.pop() {
         if u >= tv.len() || u == t || !seen.insert(u) {
             continue;
