@@ -17,6 +17,7 @@
 // message through `err` (a malloc'ed string the caller frees with ac_free_string).
 
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdlib>
@@ -268,13 +269,33 @@ c10::IValue evaluate(const Expr& e, const std::vector<c10::IValue>& slots) {
   }
 }
 
+// What Python's argument parser does before `ep.module()` reaches the dispatcher, done here
+// too so that the kernels see the same values: a number passed where the schema takes a
+// Tensor (`mul.Tensor(x, 0.125)`) becomes a 0-d "wrapped number" tensor, which type promotion
+// treats as a Python scalar (it does not widen the other operand); an int where the schema
+// takes a float becomes a float.
+c10::IValue coerce(const c10::Argument& arg, c10::IValue v) {
+  c10::TypePtr type = arg.type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  const auto kind = type->kind();
+  if (kind == c10::TypeKind::TensorType && (v.isDouble() || v.isInt() || v.isBool())) {
+    at::Tensor t = v.isDouble() ? at::scalar_to_tensor(v.toDouble())
+                   : v.isInt()  ? at::scalar_to_tensor(v.toInt())
+                                : at::scalar_to_tensor(v.toBool());
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+  }
+  if (kind == c10::TypeKind::FloatType && v.isInt()) return static_cast<double>(v.toInt());
+  return v;
+}
+
 void run_call(const Call& call, std::vector<c10::IValue>& slots, Sink sink, void* ctx) {
   const auto& schema = call.op.schema();
   std::vector<c10::IValue> stack;
   stack.reserve(call.args.size());
   for (size_t k = 0; k < call.args.size(); ++k) {
     if (call.args[k]) {
-      stack.push_back(evaluate(*call.args[k], slots));
+      stack.push_back(coerce(schema.arguments()[k], evaluate(*call.args[k], slots)));
     } else if (schema.arguments()[k].default_value()) {
       stack.push_back(*schema.arguments()[k].default_value());
     } else {

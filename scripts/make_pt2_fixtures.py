@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/pt2/: torch.export archives (.pt2) of zoo networks, the second
+kind of reference align-check reads (issue 51), next to the zoo's ONNX files.
+
+For each listed zoo fixture the eager network is rebuilt exactly as scripts/make_fixtures.py
+builds it (same spec, seed and BatchNorm calibration), exported with torch.export.export and
+saved with torch.export.save as tests/fixtures/pt2/<fixture>/model.pt2. The zoo folder keeps
+the ONNX model and inputs the tests pair it with; a fault fixture's ONNX holds the planted
+fault, its .pt2 is the clean network.
+
+Beside each archive, values.npz holds what PyTorch itself computes from the fixture's inputs
+with the saved program, `torch.export.load(model.pt2).module()`, run by torch.fx.Interpreter
+so that every call node's tensor results are kept (keyed by node name, `name.k` for the k-th
+tensor of a node returning several; outputs as `output.k`) at one thread: the expectation the
+integration tests hold align-check's captured values to, computed without align-check.
+manifest.json lists the archives with their source fixture and, for faults, the module where
+the first divergence must be. The script checks that the program's outputs equal the
+fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
+
+Run with the pinned interpreter (needs scripts/make_fixtures.py's output first):
+.venv/bin/python scripts/make_pt2_fixtures.py
+"""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import torch
+
+import make_fixtures
+from fixtures_lib import driver
+from fixtures_lib.manifest import fresh_folder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZOO = os.path.join(REPO, "tests", "fixtures")
+
+# (zoo fixture, spec it is built from): two clean pairs (conv+bn, an attention block) and two
+# planted faults (a conv weight inside a residual network, a GELU approximation).
+FIXTURES = [
+    ("conv_bn_dynamo", "conv_bn"),
+    ("attention_dynamo", "attention"),
+    ("fault_conv_weight", "resnet_tiny"),
+    ("fault_gelu", "attention_opset20"),
+]
+
+
+class Recorder(torch.fx.Interpreter):
+    """Runs a graph module node by node and keeps a copy of every call node's tensor results
+    as they are computed (an exported program keeps in-place ops such as relu_, which would
+    rewrite a result kept by reference)."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.values = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if n.op == "call_function":
+            if isinstance(result, torch.Tensor):
+                self.values[n.name] = result.clone()
+            elif isinstance(result, (tuple, list)):
+                for k, item in enumerate(result):
+                    if isinstance(item, torch.Tensor):
+                        self.values[f"{n.name}.{k}"] = item.clone()
+        return result
+
+
+def inputs_of(fixture):
+    with np.load(os.path.join(ZOO, fixture, "inputs.npz")) as z:
+        return [torch.from_numpy(z[k]) for k in z.files]
+
+
+def make(fixture, spec, out):
+    model, _ = driver.build_model(make_fixtures.FAMILY, spec)
+    inputs = inputs_of(fixture)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, tuple(inputs))
+    folder = os.path.join(out, fixture)
+    os.makedirs(folder)
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    saved = torch.export.load(path).module()
+    recorder = Recorder(saved)
+    with torch.no_grad():
+        outputs = recorder.run(*inputs)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    arrays = {k: v.detach().numpy() for k, v in recorder.values.items()}
+    arrays.update({f"output.{k}": o.detach().numpy() for k, o in enumerate(outputs)})
+    np.savez_compressed(os.path.join(folder, "values.npz"), **arrays)
+    traced = torch.jit.load(os.path.join(ZOO, fixture, "model.pt"))
+    with torch.no_grad():
+        reference = traced(*inputs)
+    reference = reference if isinstance(reference, (tuple, list)) else (reference,)
+    worst = max(float((a - b).abs().max()) for a, b in zip(outputs, reference))
+    return worst, len(recorder.values)
+
+
+def main():
+    torch.set_num_threads(1)
+    out = fresh_folder(ZOO, "pt2")
+    zoo = {e["name"]: e for e in json.load(open(os.path.join(ZOO, "manifest.json")))}
+    manifest, status = [], 0
+    for fixture, spec in FIXTURES:
+        worst, values = make(fixture, spec, out)
+        ok = worst <= 1e-5
+        status |= 0 if ok else 1
+        fault = zoo[fixture].get("fault")
+        manifest.append({
+            "name": fixture, "spec": spec,
+            "expected_module": fault["expected_module"] if fault else None,
+            "captured_values": values,
+        })
+        print(f"{fixture:24} {values:4} values  |program - TorchScript| {worst:.1e} "
+              f"{'ok' if ok else 'DIFFERS'}")
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
