@@ -20,6 +20,8 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -54,6 +56,10 @@ struct Bind {
 
 struct Call {
   std::string name;
+  // Set for Python arithmetic on symbolic sizes (`_operator.mul`), which has no operator: the
+  // positional arguments are in `sym_args`, and `op` is unused.
+  std::string sym;
+  std::vector<Expr> sym_args;
   c10::OperatorHandle op;
   // One expression per schema argument; null where the schema's default is used.
   std::vector<std::unique_ptr<Expr>> args;
@@ -132,11 +138,13 @@ c10::OperatorHandle find_op(const std::string& name, const std::string& overload
 // `call <name> <overload> <n args>`, then one line per argument (`<hex name> <value>`), then
 // `ret` with one token per return (`o<slot>`, `x`, or `L<count>` and that many of them),
 // then optional `cap <slot> <id>` and `rel <slot>` lines, then `end`.
+void parse_tail(Call& call, std::istream& lines, size_t n_slots);
+
 Call parse_call(std::istringstream& head, std::istream& lines, size_t n_slots) {
   std::string name, overload;
   size_t n_args = 0;
   head >> name >> overload >> n_args;
-  Call call{name + "." + overload, find_op(name, overload), {}, {}, {}, {}};
+  Call call{name + "." + overload, "", {}, find_op(name, overload), {}, {}, {}, {}};
   const auto& schema = call.op.schema();
   call.args.resize(schema.arguments().size());
   std::string line;
@@ -152,6 +160,29 @@ Call parse_call(std::istringstream& head, std::istream& lines, size_t n_slots) {
     }
     call.args[*index] = std::make_unique<Expr>(parse_expr(in, n_slots));
   }
+  parse_tail(call, lines, n_slots);
+  return call;
+}
+
+// `sym <python name> <n args>`, then one positional value per line, then the tail as for
+// `call`.
+Call parse_sym(std::istringstream& head, std::istream& lines, size_t n_slots) {
+  std::string name;
+  size_t n_args = 0;
+  head >> name >> n_args;
+  Call call{name, name, {}, find_op("aten::sym_size", "int"), {}, {}, {}, {}};
+  std::string line;
+  for (size_t k = 0; k < n_args && std::getline(lines, line); ++k) {
+    std::istringstream in(line);
+    call.sym_args.push_back(parse_expr(in, n_slots));
+  }
+  parse_tail(call, lines, n_slots);
+  return call;
+}
+
+// The `ret`, `cap` and `rel` lines of a call, up to its `end`.
+void parse_tail(Call& call, std::istream& lines, size_t n_slots) {
+  std::string line;
   while (std::getline(lines, line) && line != "end") {
     std::istringstream in(line);
     std::string word;
@@ -180,7 +211,6 @@ Call parse_call(std::istringstream& head, std::istream& lines, size_t n_slots) {
       call.releases.push_back(slot_number(std::to_string(slot), n_slots));
     }
   }
-  return call;
 }
 
 // The program text: `slots <n>`, then `input <slot> <id>`, `bind <slot> <constant>`,
@@ -210,6 +240,8 @@ std::unique_ptr<Program> parse(const std::string& text, std::vector<at::Tensor> 
       program->bindings.emplace_back(slot_number(std::to_string(slot), program->n_slots), index);
     } else if (word == "call") {
       program->calls.push_back(parse_call(in, lines, program->n_slots));
+    } else if (word == "sym") {
+      program->calls.push_back(parse_sym(in, lines, program->n_slots));
     } else if (word == "out") {
       std::string slot, hex;
       in >> slot >> hex;
@@ -289,7 +321,74 @@ c10::IValue coerce(const c10::Argument& arg, c10::IValue v) {
   return v;
 }
 
+// Python's integer floor division and modulo (rounding toward negative infinity), which
+// symbolic sizes follow.
+int64_t floor_div(int64_t a, int64_t b) {
+  if (b == 0) throw std::runtime_error("integer division by zero in a symbolic size");
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// One Python arithmetic node on symbolic sizes (ints, floats, bools), as Python computes it.
+c10::IValue run_sym(const std::string& op, const std::vector<c10::IValue>& a) {
+  auto arg = [&](size_t k) -> const c10::IValue& {
+    if (k >= a.size()) throw std::runtime_error(op + ": too few arguments");
+    return a[k];
+  };
+  auto real = [](const c10::IValue& v) {
+    return v.isDouble() ? v.toDouble() : v.isBool() ? double(v.toBool()) : double(v.toInt());
+  };
+  const bool ints = std::all_of(a.begin(), a.end(), [](const c10::IValue& v) {
+    return v.isInt() || v.isBool();
+  });
+  auto whole = [](const c10::IValue& v) { return v.isBool() ? int64_t(v.toBool()) : v.toInt(); };
+  if (op == "_operator.neg") return ints ? c10::IValue(-whole(arg(0))) : c10::IValue(-real(arg(0)));
+  if (op == "torch.sym_not") return !arg(0).toBool();
+  if (op == "torch.sym_float") return real(arg(0));
+  if (op == "torch.sym_int" || op == "math.trunc") return static_cast<int64_t>(real(arg(0)));
+  if (op == "math.ceil") return static_cast<int64_t>(std::ceil(real(arg(0))));
+  if (op == "math.floor") return static_cast<int64_t>(std::floor(real(arg(0))));
+  const c10::IValue& x = arg(0);
+  const c10::IValue& y = arg(1);
+  if (op == "_operator.eq") return real(x) == real(y);
+  if (op == "_operator.ne") return real(x) != real(y);
+  if (op == "_operator.lt") return real(x) < real(y);
+  if (op == "_operator.le") return real(x) <= real(y);
+  if (op == "_operator.gt") return real(x) > real(y);
+  if (op == "_operator.ge") return real(x) >= real(y);
+  if (op == "_operator.and_") return whole(x) & whole(y);
+  if (op == "_operator.or_") return whole(x) | whole(y);
+  if (op == "_operator.truediv") return real(x) / real(y);
+  if (ints) {
+    int64_t i = whole(x), j = whole(y);
+    if (op == "_operator.add") return i + j;
+    if (op == "_operator.sub") return i - j;
+    if (op == "_operator.mul") return i * j;
+    if (op == "_operator.floordiv") return floor_div(i, j);
+    if (op == "_operator.mod") return i - floor_div(i, j) * j;
+    if (op == "torch.sym_max") return std::max(i, j);
+    if (op == "torch.sym_min") return std::min(i, j);
+  }
+  double p = real(x), q = real(y);
+  if (op == "_operator.add") return p + q;
+  if (op == "_operator.sub") return p - q;
+  if (op == "_operator.mul") return p * q;
+  if (op == "_operator.floordiv") return std::floor(p / q);
+  if (op == "_operator.pow") return std::pow(p, q);
+  if (op == "torch.sym_max") return std::max(p, q);
+  if (op == "torch.sym_min") return std::min(p, q);
+  throw std::runtime_error("the symbolic-size operation " + op + " is not one this reader runs");
+}
+
 void run_call(const Call& call, std::vector<c10::IValue>& slots, Sink sink, void* ctx) {
+  if (!call.sym.empty()) {
+    std::vector<c10::IValue> values;
+    for (const auto& e : call.sym_args) values.push_back(evaluate(e, slots));
+    c10::IValue result = run_sym(call.sym, values);
+    if (!call.returns.empty() && call.returns[0].slot >= 0) slots[call.returns[0].slot] = result;
+    for (int64_t slot : call.releases) slots[slot] = c10::IValue();
+    return;
+  }
   const auto& schema = call.op.schema();
   std::vector<c10::IValue> stack;
   stack.reserve(call.args.size());

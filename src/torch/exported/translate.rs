@@ -3,9 +3,11 @@
 //! encoded as value tokens, and every tensor a node returns gets a capture id, in execution
 //! order after the user's inputs (the ids the metadata's `values` are listed by).
 //!
-//! Nodes that are not operator overloads (`torch.ops.higher_order.cond`, Python arithmetic on
-//! symbolic sizes) are refused with one line naming the node's target: running their
-//! subgraphs, or Python, is not what this reader does yet.
+//! Python arithmetic on symbolic sizes (dynamic shapes: `_operator.mul` of a `sym_size`)
+//! becomes a `sym` block the interpreter computes as Python does. Other nodes that are not
+//! operator overloads (`torch.ops.higher_order.cond`, Python functions) are refused with one
+//! line naming the node's target: running their subgraphs, or Python, is not what this
+//! reader does yet.
 
 use super::graph::{input_spec, name_of, union, InputKind, Model, Node};
 use super::outputs::leaf_names;
@@ -200,8 +202,8 @@ pub fn operator(target: &str) -> Result<(String, String)> {
     let unsupported = || {
         anyhow!(
             "it calls `{target}`, which is not an operator overload this reader can run \
-             (symbolic-size arithmetic from dynamic shapes, or Python): export with static \
-             shapes, or compare a trace (torch.jit.trace) of the module instead"
+             (a Python function the program calls): compare a trace (torch.jit.trace) of the \
+             module instead"
         )
     };
     let rest = target.strip_prefix("torch.ops.").ok_or_else(unsupported)?;
@@ -212,15 +214,54 @@ pub fn operator(target: &str) -> Result<(String, String)> {
     }
 }
 
-/// One node as a `call` block (without its `end`), capturing its tensor results.
+/// Python arithmetic on symbolic sizes that dynamic shapes put in a program
+/// (`x.shape[0] * 2`): the interpreter computes it as Python would (`run_sym` there).
+const SYMBOLIC: &[&str] = &[
+    "_operator.add",
+    "_operator.sub",
+    "_operator.mul",
+    "_operator.floordiv",
+    "_operator.mod",
+    "_operator.truediv",
+    "_operator.pow",
+    "_operator.neg",
+    "_operator.eq",
+    "_operator.ne",
+    "_operator.lt",
+    "_operator.le",
+    "_operator.gt",
+    "_operator.ge",
+    "_operator.and_",
+    "_operator.or_",
+    "math.ceil",
+    "math.floor",
+    "math.trunc",
+    "torch.sym_max",
+    "torch.sym_min",
+    "torch.sym_float",
+    "torch.sym_int",
+    "torch.sym_not",
+];
+
+/// One node as a `call` block (a `sym` block for symbolic-size arithmetic), without its
+/// `end`, capturing its tensor results.
 fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
-    let (op, overload) = operator(&node.target)?;
+    let symbolic = SYMBOLIC.contains(&node.target.as_str());
+    let (op, overload) = if symbolic {
+        (node.target.clone(), String::new())
+    } else {
+        operator(&node.target)?
+    };
     let mut read = Vec::new();
     let mut args = String::new();
     for input in &node.inputs {
         let value = encode(b, &input.arg, &mut read)
             .map_err(|e| anyhow!("{op}.{overload} argument `{}`: {e}", input.name))?;
-        writeln!(args, "{} {value}", hex(&input.name))?;
+        if symbolic {
+            writeln!(args, "{value}")?;
+        } else {
+            writeln!(args, "{} {value}", hex(&input.name))?;
+        }
     }
     let producers: Vec<usize> =
         read.iter()
@@ -258,7 +299,11 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
             _ => bail!("{op}.{overload} has an output this reader cannot read"),
         }
     }
-    let head = format!("call {op} {overload} {}\n", node.inputs.len());
+    let head = if symbolic {
+        format!("sym {op} {}\n", node.inputs.len())
+    } else {
+        format!("call {op} {overload} {}\n", node.inputs.len())
+    };
     b.lines = format!("{head}{args}{ret}\n{captures}");
     Ok(())
 }
@@ -427,8 +472,8 @@ mod tests {
         );
         let cond = operator("torch.ops.higher_order.cond").unwrap_err();
         assert!(cond.to_string().contains("`cond`"), "{cond}");
-        let mul = operator("_operator.mul").unwrap_err();
-        assert!(mul.to_string().contains("`_operator.mul`"), "{mul}");
+        let print = operator("builtins.print").unwrap_err();
+        assert!(print.to_string().contains("`builtins.print`"), "{print}");
     }
 
     #[test]
