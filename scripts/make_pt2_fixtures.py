@@ -14,7 +14,8 @@ so that every call node's tensor results are kept (keyed by node name, `name.k` 
 tensor of a node returning several; outputs as `output.k`) at one thread: the expectation the
 integration tests hold align-check's captured values to, computed without align-check.
 manifest.json lists the archives with their source fixture and, for faults, the module where
-the first divergence must be. The script checks that the program's outputs equal the
+the first divergence must be. cond/model.pt2 is a program with a torch.cond, which align-check
+refuses in one line naming the op. The script checks that the program's outputs equal the
 fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
 
 Run with the pinned interpreter (needs scripts/make_fixtures.py's output first):
@@ -43,6 +44,18 @@ FIXTURES = [
     ("fault_conv_weight", "resnet_tiny"),
     ("fault_gelu", "attention_opset20"),
 ]
+
+
+class Branching(torch.nn.Module):
+    """A data-dependent branch as torch.export writes it: a torch.cond higher-order op, which
+    the reader refuses by name (its subgraphs are not run yet)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.fc(x), lambda x: x * 2, (x,))
 
 
 class Recorder(torch.fx.Interpreter):
@@ -114,6 +127,12 @@ def main():
         })
         print(f"{fixture:24} {values:4} values  |program - TorchScript| {worst:.1e} "
               f"{'ok' if ok else 'DIFFERS'}")
+    os.makedirs(os.path.join(out, "cond"))
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(Branching().eval(), (torch.randn(2, 4),)),
+                          os.path.join(out, "cond", "model.pt2"))
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")

@@ -29,8 +29,8 @@ GENERATORS = (
               "manifest.json: the zoo of small networks and planted faults",
               "tests/fixtures/manifest.json", size="1 MB", seconds=20),
     Generator("make_pt2_fixtures.py", "tests/fixtures/pt2/: torch.export archives (.pt2) of "
-              "zoo networks, clean and with a planted fault in the ONNX, and the values "
-              "ep.module() computes (needs the zoo)", "tests/fixtures/pt2/manifest.json",
+              "zoo networks, clean and with a planted fault in the ONNX, the values "
+              "ep.module() computes, and a torch.cond program (needs the zoo)", "tests/fixtures/pt2/manifest.json",
               size="1.1 MB", seconds=9),
     Generator("make_library_fixtures.py", "tests/fixtures/lib/: transformers, timm and "
               "Ultralytics models, their library exports and planted faults",

@@ -167,3 +167,16 @@ fn inspect_lists_module_paths_and_source_lines_of_an_archive() {
     }
     assert!(text.contains("models.py:"), "{text}");
 }
+
+#[test]
+fn a_higher_order_op_is_refused_in_one_line_naming_it() {
+    let output = binary()
+        .args(["inspect"])
+        .arg(fixture("pt2").join("cond").join("model.pt2"))
+        .output()
+        .unwrap();
+    let stderr = crate::common::stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("higher-order op `cond`"), "{stderr}");
+}

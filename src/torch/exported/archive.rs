@@ -305,4 +305,56 @@ mod tests {
         assert_eq!(root_of(&["m/data/x/archive_format"]), None);
         assert_eq!(root_of(&["m/code/m.py", "m/constants.pkl"]), None);
     }
+
+    /// A zip at a temporary path with the given entries.
+    fn zip_of(entries: &[(&str, &str)]) -> tempfile::TempPath {
+        use std::io::Write;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut zip = zip::ZipWriter::new(file.reopen().unwrap());
+        for (name, text) in entries {
+            zip.start_file(*name, zip::write::FileOptions::default())
+                .unwrap();
+            zip.write_all(text.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap();
+        file.into_temp_path()
+    }
+
+    fn refusal(entries: &[(&str, &str)]) -> String {
+        let path = zip_of(entries);
+        assert!(is_archive(&path));
+        match read(&path) {
+            Ok(_) => panic!("read an archive it should refuse"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn newer_archives_and_compiled_only_archives_are_refused_in_one_line() {
+        let newer = refusal(&[("m/archive_format", "pt2"), ("m/archive_version", "1")]);
+        assert!(newer.contains("version 1, newer"), "{newer}");
+        let compiled = refusal(&[
+            ("m/archive_format", "pt2"),
+            ("m/archive_version", "0"),
+            ("m/data/aotinductor/model/model.so", ""),
+        ]);
+        assert!(
+            compiled.contains("only an AOTInductor-compiled model"),
+            "{compiled}"
+        );
+        assert!(compiled.contains("torch.export.save("), "{compiled}");
+        let schema = refusal(&[
+            ("m/archive_format", "pt2"),
+            ("m/archive_version", "0"),
+            (
+                "m/models/model.json",
+                r#"{"graph_module": {"graph": {"nodes": []}, "signature": {"input_specs": [],
+                   "output_specs": []}}, "schema_version": {"major": 99, "minor": 0}}"#,
+            ),
+        ]);
+        assert!(schema.contains("schema version 99.0"), "{schema}");
+        for message in [newer, compiled, schema] {
+            assert_eq!(message.lines().count(), 1, "{message}");
+        }
+    }
 }
