@@ -39,6 +39,7 @@ pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> Grap
         training_ops: sites(nodes, training_flag),
         cuda_ops: sites(nodes, cuda_device),
         state_writes: Vec::new(),
+        exported: true,
     }
 }
 
