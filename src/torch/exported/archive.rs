@@ -248,6 +248,15 @@ fn payloads(
         let tensor = files[path_name]
             .f_as_strided(ints("sizes"), ints("strides"), offset)
             .with_context(|| format!("{what} entry {name}"))?;
+        // Each tensor is what ep.module() holds: not a view (torch.export.load wraps the view
+        // in an nn.Parameter, which detaches it) and with the archive's requires_grad flag.
+        // Kernels choose their path by both even under no_grad (a linear on a 3-D input that
+        // is not contiguous folds it into one mm only for such a weight), and another path
+        // sums in another order.
+        let requires_grad = tensor_meta.get("requires_grad").and_then(Value::as_bool);
+        let tensor = tensor
+            .detach()
+            .set_requires_grad(requires_grad == Some(true));
         let is_param = meta.get("is_param").and_then(Value::as_bool) == Some(true);
         if is_param && parameter_dtype.is_empty() && tensor.is_floating_point() {
             parameter_dtype = libtorch_name(kind).to_string();
