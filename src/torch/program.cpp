@@ -170,6 +170,7 @@ Call parse_sym(std::istringstream& head, std::istream& lines, size_t n_slots) {
   std::string name;
   size_t n_args = 0;
   head >> name >> n_args;
+  // An OperatorHandle cannot be empty: any registered one fills the slot `sym` leaves unused.
   Call call{name, name, {}, find_op("aten::sym_size", "int"), {}, {}, {}, {}};
   std::string line;
   for (size_t k = 0; k < n_args && std::getline(lines, line); ++k) {
