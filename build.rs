@@ -1,5 +1,6 @@
-//! Build script: compiles the TorchScript shim against libtorch, generates the ONNX protobuf
-//! types, and records where the bootstrapped ONNX Runtime library lives.
+//! Build script: compiles the TorchScript shim and the exported-program interpreter against
+//! libtorch, generates the ONNX protobuf types, and records where the bootstrapped ONNX
+//! Runtime library lives.
 //!
 //! libtorch is located by torch-sys (LIBTORCH, or LIBTORCH_USE_PYTORCH=1); it hands us the
 //! library folder through `DEP_TCH_LIBTORCH_LIB`, from which the headers and the rpath
@@ -22,10 +23,12 @@ fn build_shim() {
     let include = root.join("include");
     println!("cargo:rerun-if-changed=src/torch/shim.cpp");
     println!("cargo:rerun-if-changed=src/torch/shadow.cpp");
+    println!("cargo:rerun-if-changed=src/torch/program.cpp");
     cc::Build::new()
         .cpp(true)
         .file("src/torch/shim.cpp")
         .file("src/torch/shadow.cpp")
+        .file("src/torch/program.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")

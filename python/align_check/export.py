@@ -3,7 +3,8 @@
 Responsible for: importing `package.module:factory` and building the model (eval mode),
 making the example inputs (seeded random or given values, each named as the ONNX input will
 be), writing `model.pt` (torch.jit.trace with every `torch.autograd.Function` inlined, or
-torch.jit.script), `model.onnx` (legacy or dynamo exporter; custom Functions go through their
+torch.jit.script), with --pt2 also `model.pt2` (torch.export.export, torch.export.save: the
+other reference align-check reads), `model.onnx` (legacy or dynamo exporter; custom Functions go through their
 `symbolic` with the legacy exporter) and `inputs.npz` keyed by ONNX input names, then checking
 that both files load and run (TorchScript through torch.jit.load, ONNX through ONNX Runtime on
 CPU with optimisations disabled, as align-check runs it) and printing the command to run next.
@@ -66,6 +67,7 @@ examples (scripts.examples.* are in align-check's repository, run from its root)
 
 then compare:
   align-check DIR/model.pt DIR/model.onnx --inputs DIR/inputs.npz
+  align-check DIR/model.pt2 DIR/model.onnx --inputs DIR/inputs.npz    (with --pt2)
 
 custom autograd.Functions: torch.jit.trace cannot record them, so model.pt is traced with
 each Function's forward inlined (its torch ops), while the legacy ONNX exporter uses the
@@ -178,6 +180,10 @@ def build_parser(prog=PROG, cmd=PROG):
                    help="make these axes of input NAME dynamic in the ONNX model (e.g. "
                         "--dynamic image=0 for the batch); model.pt from tracing stays "
                         "specialised to the example shape where the model computes with sizes")
+    p.add_argument("--pt2", action="store_true",
+                   help="also write model.pt2: torch.export.export(model, inputs) saved by "
+                        "torch.export.save, the reference PyTorch now recommends (align-check "
+                        "takes it in place of model.pt); --dynamic axes become Dim.AUTO")
     p.add_argument("--seed", type=int, default=0,
                    help="seed for random inputs and for building the model (default: 0)")
     p.add_argument("--script", action="store_true",
@@ -459,6 +465,21 @@ def export_onnx(source, eager, inputs, path, args, input_names, output_names, dy
                           dynamic_shapes=dynamic_shapes, verbose=False, report=False, **kwargs)
 
 
+def export_program(model, inputs, input_names, dynamic, path, torch):
+    """torch.export.export(model, inputs) saved to `path` by torch.export.save, then loaded
+    back and run: the .pt2 reference. Dynamic axes (`--dynamic`) are Dim.AUTO, so that
+    torch.export decides their ranges itself. Returns the loaded program's outputs."""
+    shapes = None
+    if dynamic:
+        shapes = tuple({axis: torch.export.Dim.AUTO for axis in dynamic.get(name, [])} or None
+                       for name in input_names)
+    program = torch.export.export(model, tuple(inputs), dynamic_shapes=shapes)
+    torch.export.save(program, path)
+    loaded = torch.export.load(path).module()
+    with torch.no_grad():
+        return [t.numpy() for t in flatten_tensors(loaded(*inputs), torch)]
+
+
 def run_onnxruntime(path, feeds, ort):
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -568,6 +589,18 @@ def run(args):
     save_inputs(npz_path, input_names, inputs)
     print(f"  wrote  {npz_path} ({', '.join(input_names)})")
 
+    pt2_path = os.path.join(args.out, "model.pt2")
+    if args.pt2:
+        t5 = time.perf_counter()
+        try:
+            with quiet(args.debug):
+                pt2_out = export_program(model, inputs, input_names, dynamic, pt2_path, torch)
+        except Exception as err:
+            raise UserError(f"torch.export failed: {one_line(err)} (model.pt and model.onnx "
+                            f"are written; drop --pt2 to use them)") from err
+        print(f"  wrote  {pt2_path} (torch.export, {time.perf_counter() - t5:.1f} s; "
+              f"{len(pt2_out)} output(s) after torch.export.load)")
+
     # Both files must load and run; their numbers are align-check's business.
     feeds = {n: t.numpy() for n, t in zip(input_names, inputs)}
     try:
@@ -603,6 +636,8 @@ def run(args):
     print("next:")
     q = shlex.quote
     print(f"  align-check {q(pt_path)} {q(onnx_path)} --inputs {q(npz_path)}")
+    if args.pt2:
+        print(f"  align-check {q(pt2_path)} {q(onnx_path)} --inputs {q(npz_path)}")
 
 
 def main(argv=None, prog=PROG, cmd=PROG):

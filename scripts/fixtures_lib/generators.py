@@ -28,6 +28,10 @@ GENERATORS = (
     Generator("make_fixtures.py", "tests/fixtures/*_legacy, *_dynamo, fault_* and "
               "manifest.json: the zoo of small networks and planted faults",
               "tests/fixtures/manifest.json", size="1 MB", seconds=20),
+    Generator("make_pt2_fixtures.py", "tests/fixtures/pt2/: torch.export archives (.pt2) of "
+              "zoo networks, clean and with a planted fault in the ONNX, the values "
+              "ep.module() computes, an encoder block, and a torch.cond program (needs the zoo)",
+              "tests/fixtures/pt2/manifest.json", size="1.3 MB", seconds=12),
     Generator("make_library_fixtures.py", "tests/fixtures/lib/: transformers, timm and "
               "Ultralytics models, their library exports and planted faults",
               "tests/fixtures/lib/manifest.json", size="15 MB", seconds=100),

@@ -16,7 +16,9 @@ pub fn torchscript(model: &TorchModel) -> String {
     let version = crate::torch::format_version(&model.path)
         .map(|v| format!("file format version {v}"))
         .unwrap_or_else(|| "no file format version recorded".to_string());
-    let _ = writeln!(out, "file: TorchScript archive, {version}");
+    let format = crate::torch::exported_format(&model.path)
+        .unwrap_or_else(|| format!("TorchScript archive, {version}"));
+    let _ = writeln!(out, "file: {format}");
     let saved = if model.saved_training() {
         "root module saved in training mode (align-check switches it to eval)"
     } else {

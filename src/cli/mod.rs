@@ -20,8 +20,9 @@ const ABOUT: &str = "Find where ONNX Runtime first departs from PyTorch, layer b
 const LONG_ABOUT: &str = "\
 Find where ONNX Runtime first departs from PyTorch, layer by layer.
 
-align-check runs a TorchScript model (the reference) and the ONNX model exported from the \
-same network on identical inputs, captures every intermediate tensor on both sides, pairs them \
+align-check runs the PyTorch model (the reference: TorchScript from torch.jit.trace/script, or \
+a torch.export ExportedProgram saved as .pt2) and the ONNX model exported from the same network \
+on identical inputs, captures every intermediate tensor on both sides, pairs them \
 layer by layer (through BatchNorm fusion, decomposed ops and renamed nodes), and reports the \
 first layer where the two disagree, by how much, and whether it passes the tolerance.
 
@@ -33,6 +34,7 @@ Examples:
   align-check model.pt model.onnx
   align-check model.pt model.onnx --shape images=1x3x640x640 --json report.json
   align-check model.pt model.onnx --inputs sample.npz --tolerance 'head.*=1e-3'
+  align-check model.pt2 model.onnx
   align-check inspect model.onnx
   align-check summary reports/ --markdown summary.md --junit summary.xml --html index.html
 
@@ -108,7 +110,8 @@ Exit codes:
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// TorchScript model (torch.jit.trace or torch.jit.script, saved with torch.jit.save)
+    /// The PyTorch reference: TorchScript (torch.jit.trace or torch.jit.script, saved with
+    /// torch.jit.save) or a torch.export program (.pt2, saved with torch.export.save)
     #[arg(value_name = "MODEL_PT")]
     pub model_pt: Option<PathBuf>,
 
@@ -408,7 +411,7 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// A TorchScript (.pt) or ONNX (.onnx) model
+    /// A TorchScript (.pt), torch.export (.pt2) or ONNX (.onnx) model
     pub model: PathBuf,
 
     #[command(flatten)]
@@ -417,7 +420,7 @@ pub struct InspectArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 
-    /// For a .pt model: the ONNX model whose signature shapes the inputs (otherwise give
+    /// For a .pt or .pt2 model: the ONNX model whose signature shapes the inputs (otherwise give
     /// --shape for each input; float32 is assumed)
     #[arg(long, value_name = "MODEL_ONNX")]
     pub onnx: Option<PathBuf>,

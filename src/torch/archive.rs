@@ -1,20 +1,22 @@
 //! What a file given as the TorchScript model is when it is not TorchScript, and how to get
 //! the TorchScript file from it.
 //!
-//! The classic first mistake is passing what `torch.save` or `torch.export.save` wrote. Both
-//! are zip archives like `torch.jit.save`'s, and libtorch answers them with "constants.pkl not
-//! found ... your checkpoint file is corrupted", which sends the user the wrong way. The zip's
-//! entry names tell them apart without unpickling anything: TorchScript has `code/` and
-//! `constants.pkl`, a `torch.export` archive has `archive_format` and `models/`, and a
-//! `torch.save` checkpoint has only `data.pkl` and its tensors. The legacy (pre-zip) `torch.save`
-//! format starts with a pickled magic number.
+//! The classic first mistake is passing what `torch.save` wrote. It is a zip archive like
+//! `torch.jit.save`'s, and libtorch answers it with "constants.pkl not found ... your
+//! checkpoint file is corrupted", which sends the user the wrong way. The zip's entry names
+//! tell them apart without unpickling anything: TorchScript has `code/` and `constants.pkl`, a
+//! `torch.save` checkpoint has only `data.pkl` and its tensors. (A `torch.export` archive,
+//! with `archive_format`, is a reference of its own: `exported` reads it.) The legacy
+//! (pre-zip) `torch.save` format starts with a pickled magic number.
 
 use std::io::Read;
 use std::path::Path;
 
-/// The fix every message ends with: a trace of the module in eval mode.
+/// The fix every message ends with: a trace of the module in eval mode, or its exported
+/// program.
 const TRACE: &str = "model.eval(); torch.jit.trace(model, example_inputs).save(\"model.pt\") \
-                     (or scripts/export_pair.py, which writes model.pt and model.onnx together)";
+                     or torch.export.save(torch.export.export(model, example_inputs), \
+                     \"model.pt2\") (scripts/export_pair.py writes them with model.onnx)";
 
 /// The pickled magic number the legacy `torch.save` format starts with.
 const LEGACY_SAVE_MAGIC: &[u8] = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19";
@@ -28,12 +30,6 @@ pub fn explain_zip(path: &Path) -> Option<String> {
     let has = |suffix: &str| names.iter().any(|n| n.ends_with(suffix));
     if names.iter().any(|n| n.contains("/code/")) || has("/constants.pkl") {
         return None;
-    }
-    if has("/archive_format") || names.iter().any(|n| n.contains("/models/")) {
-        return Some(format!(
-            "this is a torch.export archive (.pt2, written by torch.export.save), not TorchScript: \
-             align-check compares TorchScript with ONNX; trace the same module instead: {TRACE}"
-        ));
     }
     let data = names.iter().find(|n| n.ends_with("/data.pkl"))?.clone();
     let mut pickle = Vec::new();

@@ -1,4 +1,5 @@
-//! Loading a TorchScript file and turning one instrumented run into a `Capture`.
+//! Loading a TorchScript file (or a torch.export archive, see `exported`) and turning one
+//! instrumented run into a `Capture`.
 //!
 //! Files are checked before libtorch sees them (missing, empty, not a zip, an ONNX model
 //! passed in the wrong slot) so that the common mistakes get a precise message; whatever
@@ -8,7 +9,7 @@ use super::args::EncodedArgs;
 use super::convert::{to_host, with_bytes};
 use super::ffi::{ModulePlan, RunTensors};
 use super::meta::{GraphMeta, InputMeta, ModuleTree, ValueMeta};
-use super::{archive, errors, hazards};
+use super::{archive, errors, exported, hazards};
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::store::{Keep, Stored};
 use crate::capture::tensor::{DType, HostTensor};
@@ -64,7 +65,21 @@ fn check_file(path: &Path) -> Result<()> {
 }
 
 impl TorchModel {
+    /// Loads a TorchScript archive, or a torch.export archive (`.pt2`), whose program runs
+    /// through the interpreter for exported programs with the same capture.
     pub fn load(path: &Path) -> Result<TorchModel> {
+        let (plan, meta) = if exported::is_archive(path) {
+            let context = || format!("exported program {}", path.display());
+            exported::load(path)
+                .map_err(|e| errors::load_error(&e.to_string()))
+                .with_context(context)?
+        } else {
+            Self::load_script(path)?
+        };
+        Self::with_meta(path, plan, meta)
+    }
+
+    fn load_script(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
         let context = || format!("TorchScript model {}", path.display());
         check_file(path).with_context(context)?;
         let plan = ModulePlan::load(path)
@@ -73,6 +88,11 @@ impl TorchModel {
         let meta: GraphMeta = serde_json::from_str(&plan.meta_json())
             .context("the TorchScript shim returned unreadable metadata")
             .with_context(context)?;
+        Ok((plan, meta))
+    }
+
+    fn with_meta(path: &Path, plan: ModulePlan, meta: GraphMeta) -> Result<TorchModel> {
+        let context = || format!("model {}", path.display());
         if let Some(why) = hazards::needs_cuda(&meta) {
             return Err(anyhow!(why)).with_context(context);
         }

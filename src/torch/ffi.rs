@@ -33,6 +33,24 @@ extern "C" {
     ) -> *mut *mut c_void;
     fn ac_free_array(arr: *mut *mut c_void);
     fn ac_to_float64(plan: *mut c_void, err: *mut *mut c_char) -> i32;
+    // The exported-program interpreter (program.cpp).
+    fn ac_program_load(
+        text: *const c_char,
+        constants: *const *mut c_void,
+        n_constants: usize,
+        err: *mut *mut c_char,
+    ) -> *mut c_void;
+    fn ac_program_free(program: *mut c_void);
+    fn ac_program_run(
+        program: *mut c_void,
+        args: *const AcArgs,
+        sink: Option<SinkFn>,
+        ctx: *mut c_void,
+        n_outputs: *mut usize,
+        names: *mut *mut c_char,
+        err: *mut *mut c_char,
+    ) -> *mut *mut c_void;
+    fn ac_program_to_float64(program: *mut c_void, err: *mut *mut c_char) -> i32;
 }
 
 /// The shim's view of encoded forward arguments (`AcArgs` in shim.cpp): pointers into an
@@ -95,9 +113,11 @@ fn take_string(s: *mut c_char) -> Option<String> {
     Some(text)
 }
 
-/// A TorchScript module loaded with its instrumented `forward` prepared.
+/// A TorchScript module loaded with its instrumented `forward` prepared, or an exported
+/// program ready for the interpreter (`program`); both run and capture alike.
 pub struct ModulePlan {
     ptr: *mut c_void,
+    program: bool,
 }
 
 // The plan is only used from one thread at a time; libtorch modules are safe to move.
@@ -120,7 +140,31 @@ impl ModulePlan {
         if ptr.is_null() {
             return Err(anyhow!(take_error(err)));
         }
-        Ok(ModulePlan { ptr })
+        Ok(ModulePlan {
+            ptr,
+            program: false,
+        })
+    }
+
+    /// An exported program's text (`exported::translate`) with the stored tensors its
+    /// `bind` lines name, in order.
+    pub fn load_program(text: &str, constants: &[tch::Tensor]) -> Result<ModulePlan> {
+        let c_text =
+            CString::new(text).map_err(|_| anyhow!("the program text contains a NUL byte"))?;
+        let pointers: Vec<*mut c_void> = constants
+            .iter()
+            .map(|t| t.as_ptr() as *mut c_void)
+            .collect();
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: valid C string and tensor pointers alive for the call (the interpreter
+        // copies the tensors); every C++ exception is caught there.
+        let ptr = unsafe {
+            ac_program_load(c_text.as_ptr(), pointers.as_ptr(), pointers.len(), &mut err)
+        };
+        if ptr.is_null() {
+            return Err(anyhow!(take_error(err)));
+        }
+        Ok(ModulePlan { ptr, program: true })
     }
 
     /// The static description of the instrumented graph, as JSON (see `meta.rs`).
@@ -144,9 +188,17 @@ impl ModulePlan {
             error: None,
         };
         let ctx = &mut state as *mut SinkState<'_> as *mut c_void;
+        let program = self.program;
         let outputs = self.call(inputs, |plan, args, n_outputs, names, err| {
             // SAFETY: `ctx` points at `state`, alive until this call returns.
-            unsafe { ac_capture(plan, args, sink_trampoline, ctx, n_outputs, names, err) }
+            unsafe {
+                if program {
+                    let sink: SinkFn = sink_trampoline;
+                    ac_program_run(plan, args, Some(sink), ctx, n_outputs, names, err)
+                } else {
+                    ac_capture(plan, args, sink_trampoline, ctx, n_outputs, names, err)
+                }
+            }
         });
         match state.error {
             Some(e) => Err(e),
@@ -155,9 +207,15 @@ impl ModulePlan {
     }
 
     pub fn forward(&self, inputs: &EncodedArgs) -> Result<RunTensors> {
+        let program = self.program;
         // SAFETY: arguments are forwarded unchanged from `call`.
         self.call(inputs, |plan, args, n_outputs, names, err| unsafe {
-            ac_forward(plan, args, n_outputs, names, err)
+            if program {
+                let null = std::ptr::null_mut();
+                ac_program_run(plan, args, None, null, n_outputs, names, err)
+            } else {
+                ac_forward(plan, args, n_outputs, names, err)
+            }
         })
     }
 
@@ -165,7 +223,12 @@ impl ModulePlan {
     pub fn cast_to_float64(&mut self) -> Result<()> {
         let mut err: *mut c_char = std::ptr::null_mut();
         // SAFETY: the plan is alive and owned by `self`; the shim catches every C++ exception.
-        match unsafe { ac_to_float64(self.ptr, &mut err) } {
+        let status = if self.program {
+            unsafe { ac_program_to_float64(self.ptr, &mut err) }
+        } else {
+            unsafe { ac_to_float64(self.ptr, &mut err) }
+        };
+        match status {
             0 => Ok(()),
             _ => Err(anyhow!(take_error(err))),
         }
@@ -234,7 +297,11 @@ impl ModulePlan {
 
 impl Drop for ModulePlan {
     fn drop(&mut self) {
-        // SAFETY: created by ac_load, freed once.
-        unsafe { ac_free(self.ptr) };
+        // SAFETY: created by ac_load or ac_program_load, freed once by its own kind.
+        if self.program {
+            unsafe { ac_program_free(self.ptr) };
+        } else {
+            unsafe { ac_free(self.ptr) };
+        }
     }
 }

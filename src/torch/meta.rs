@@ -52,6 +52,10 @@ pub struct GraphMeta {
     /// state between calls (each run starts from the loaded state).
     #[serde(default)]
     pub state_writes: Vec<String>,
+    /// Whether the graph is a torch.export program (`.pt2`), not TorchScript: messages then
+    /// name that file and its fix.
+    #[serde(default)]
+    pub exported: bool,
 }
 
 /// One node of the graph that something is said about, with where it is.

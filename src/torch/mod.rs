@@ -1,10 +1,12 @@
-//! The TorchScript side: load a module through the C++ shim and capture every intermediate.
+//! The PyTorch side: load a TorchScript module through the C++ shim, or a torch.export
+//! program through its interpreter, and capture every intermediate.
 
 mod archive;
 mod args;
 mod capture;
 pub mod convert;
 pub mod errors;
+mod exported;
 mod ffi;
 mod hazards;
 pub mod meta;
@@ -12,3 +14,4 @@ pub mod meta;
 pub use archive::format_version;
 pub use args::EncodedArgs;
 pub use capture::{InputInfo, StaticValue, TorchModel};
+pub use exported::format_line as exported_format;

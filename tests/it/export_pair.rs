@@ -98,6 +98,52 @@ fn my_add_example_exports_and_passes() {
 }
 
 #[test]
+fn pt2_reference_is_written_and_passes_at_another_batch_size() {
+    // --pt2 writes the torch.export archive too; with a dynamic batch it runs at a batch size
+    // other than the example's (symbolic sizes are computed at run time).
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("export");
+    let output = export_pair(&[
+        "scripts.examples.my_add:factory",
+        "--input",
+        "a=2x3x16x16",
+        "--input",
+        "b=2x3x16x16",
+        "--dynamic",
+        "a=0",
+        "--dynamic",
+        "b=0",
+        "--pt2",
+    ])
+    .arg("--out")
+    .arg(&out)
+    .output()
+    .unwrap();
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(stdout.contains("model.pt2 "), "{stdout}");
+    let check = binary()
+        .arg(out.join("model.pt2"))
+        .arg(out.join("model.onnx"))
+        .args(["--shape", "a=3x3x16x16", "--shape", "b=3x3x16x16"])
+        .output()
+        .unwrap();
+    let report = text(&check.stdout);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{report}{}",
+        stderr_of(&check)
+    );
+    assert!(report.starts_with("PASS"), "{report}");
+}
+
+#[test]
 fn srcnn_example_exports_and_passes() {
     // The scales input must be [1,1,3,3]: model.pt bakes in the traced factor, while the ONNX
     // Resize reads it from the input.

@@ -20,6 +20,7 @@ mod check_fixtures;
 mod control_flow;
 mod custom_ops;
 mod export_pair;
+mod exported_programs;
 mod first_contact;
 mod fused_ops;
 mod fuzz_regressions;

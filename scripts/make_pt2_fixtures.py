@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/pt2/: torch.export archives (.pt2) of zoo networks, the second
+kind of reference align-check reads (issue 51), next to the zoo's ONNX files.
+
+For each listed zoo fixture the eager network is rebuilt exactly as scripts/make_fixtures.py
+builds it (same spec, seed and BatchNorm calibration), exported with torch.export.export and
+saved with torch.export.save as tests/fixtures/pt2/<fixture>/model.pt2. The zoo folder keeps
+the ONNX model and inputs the tests pair it with; a fault fixture's ONNX holds the planted
+fault, its .pt2 is the clean network.
+
+Beside each archive, values.npz holds what PyTorch itself computes from the fixture's inputs
+with the saved program, `torch.export.load(model.pt2).module()`, run by torch.fx.Interpreter
+so that every call node's tensor results are kept (keyed by node name, `name.k` for the k-th
+tensor of a node returning several; outputs as `output.k`) at two threads, as the tests run
+libtorch: the expectation the
+integration tests hold align-check's captured values to, computed without align-check.
+manifest.json lists the archives with their source fixture and, for faults, the module where
+the first divergence must be. encoder_block/ is a program of ops the zoo lacks, with its own
+inputs.npz and values but no ONNX pair. cond/model.pt2 is a program with a torch.cond, which align-check
+refuses in one line naming the op. The script checks that the program's outputs equal the
+fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
+
+Run with the pinned interpreter (needs scripts/make_fixtures.py's output first):
+.venv/bin/python scripts/make_pt2_fixtures.py
+"""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import torch
+
+import make_fixtures
+from fixtures_lib import driver
+from fixtures_lib.manifest import fresh_folder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZOO = os.path.join(REPO, "tests", "fixtures")
+
+# (zoo fixture, spec it is built from): two clean pairs (conv+bn, an attention block) and two
+# planted faults (a conv weight inside a residual network, a GELU approximation).
+FIXTURES = [
+    ("conv_bn_dynamo", "conv_bn"),
+    ("attention_dynamo", "attention"),
+    ("fault_conv_weight", "resnet_tiny"),
+    ("fault_gelu", "attention_opset20"),
+    # No zoo pair: values only (its inputs.npz is written beside the archive, in0, in1, ...).
+    ("encoder_block", None),
+]
+
+
+class Branching(torch.nn.Module):
+    """A data-dependent branch as torch.export writes it: a torch.cond higher-order op, which
+    the reader refuses by name (its subgraphs are not run yet)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.fc(x), lambda x: x * 2, (x,))
+
+
+class EncoderBlock(torch.nn.Module):
+    """Ops the zoo's networks do not have, in one program: a batch-first transformer encoder
+    layer (its attention's input projection is a linear on a transposed, non-contiguous 3-D
+    input, whose kernel path depends on how the weight is held), an embedding, an LSTM,
+    tensor indexing and dtype casts."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 16)
+        self.enc = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+        self.lstm = torch.nn.LSTM(16, 8, batch_first=True)
+
+    def forward(self, x, ids):
+        y, _ = self.lstm(self.enc(x + self.emb(ids)))
+        picked = y[:, torch.tensor([0, 2])] * 2
+        return torch.cat([picked.flatten(1), y.mean(1)], 1).double().float().clamp(min=-1.0)
+
+
+class Recorder(torch.fx.Interpreter):
+    """Runs a graph module node by node and keeps a copy of every call node's tensor results
+    as they are computed (an exported program keeps in-place ops such as relu_, which would
+    rewrite a result kept by reference)."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.values = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if n.op == "call_function":
+            if isinstance(result, torch.Tensor):
+                self.values[n.name] = result.clone()
+            elif isinstance(result, (tuple, list)):
+                for k, item in enumerate(result):
+                    if isinstance(item, torch.Tensor):
+                        self.values[f"{n.name}.{k}"] = item.clone()
+        return result
+
+
+def inputs_of(fixture):
+    with np.load(os.path.join(ZOO, fixture, "inputs.npz")) as z:
+        return [torch.from_numpy(z[k]) for k in z.files]
+
+
+def make(fixture, spec, out):
+    if spec is None:
+        torch.manual_seed(0)
+        model = EncoderBlock().eval()
+        inputs = [torch.randn(2, 5, 16), torch.randint(0, 10, (2, 5))]
+        os.makedirs(os.path.join(out, fixture))
+        np.savez(os.path.join(out, fixture, "inputs.npz"),
+                 **{f"in{k}": t.numpy() for k, t in enumerate(inputs)})
+    else:
+        model, _ = driver.build_model(make_fixtures.FAMILY, spec)
+        inputs = inputs_of(fixture)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, tuple(inputs))
+    folder = os.path.join(out, fixture)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    saved = torch.export.load(path).module()
+    recorder = Recorder(saved)
+    with torch.no_grad():
+        outputs = recorder.run(*inputs)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    # C order: an array numpy would save in Fortran order (a permute's result) reads back the same.
+    arrays = {k: v.detach().contiguous().numpy() for k, v in recorder.values.items()}
+    arrays.update({f"output.{k}": o.detach().numpy() for k, o in enumerate(outputs)})
+    np.savez_compressed(os.path.join(folder, "values.npz"), **arrays)
+    if spec is None:
+        return 0.0, len(recorder.values)
+    traced = torch.jit.load(os.path.join(ZOO, fixture, "model.pt"))
+    with torch.no_grad():
+        reference = traced(*inputs)
+    reference = reference if isinstance(reference, (tuple, list)) else (reference,)
+    worst = max(float((a - b).abs().max()) for a, b in zip(outputs, reference))
+    return worst, len(recorder.values)
+
+
+def main():
+    # The thread count the integration tests run libtorch with: a linear's sums split by
+    # thread, so its last bits depend on the count (each side is exact at equal counts).
+    torch.set_num_threads(2)
+    out = fresh_folder(ZOO, "pt2")
+    zoo = {e["name"]: e for e in json.load(open(os.path.join(ZOO, "manifest.json")))}
+    manifest, status = [], 0
+    for fixture, spec in FIXTURES:
+        worst, values = make(fixture, spec, out)
+        ok = worst <= 1e-5
+        status |= 0 if ok else 1
+        fault = zoo[fixture].get("fault") if spec else None
+        manifest.append({
+            "name": fixture, "spec": spec, "onnx": spec is not None,
+            "expected_module": fault["expected_module"] if fault else None,
+            "captured_values": values,
+        })
+        print(f"{fixture:24} {values:4} values  |program - TorchScript| {worst:.1e} "
+              f"{'ok' if ok else 'DIFFERS'}")
+    os.makedirs(os.path.join(out, "cond"))
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(Branching().eval(), (torch.randn(2, 4),)),
+                          os.path.join(out, "cond", "model.pt2"))
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,145 @@
+//! The metadata of an exported program in the shape the TorchScript shim hands Rust
+//! (`meta::GraphMeta`), so that capture, pairing, isolation and reports read a `.pt2` exactly
+//! as they read TorchScript: one value per captured tensor, in capture-id order, with its op
+//! (`aten::conv2d`), module hierarchy (from `nn_module_stack`), source line and stack (from
+//! `stack_trace`) and producers; the module tree with classes; the outputs' producers; and
+//! the hazards the TorchScript side reports (ops fixed in training mode, CUDA devices).
+
+use super::graph::{union, Model, Node};
+use super::scope::{hierarchy, module_frames, source_line, stack_frames};
+use super::translate::{device, operator, Translation};
+use crate::torch::meta::{GraphMeta, GraphSite, InputMeta, ModuleMeta, ValueMeta};
+use serde_json::Value;
+
+pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> GraphMeta {
+    let nodes = &model.graph_module.graph.nodes;
+    let values = t
+        .captured
+        .iter()
+        .map(|c| match c.node {
+            None => input_value(&c.name),
+            Some(k) => node_value(&nodes[k], &c.name, c.inputs.clone()),
+        })
+        .collect();
+    GraphMeta {
+        inputs: t
+            .inputs
+            .iter()
+            .map(|name| InputMeta {
+                name: name.clone(),
+                type_name: "Tensor".to_string(),
+                default: None,
+            })
+            .collect(),
+        values,
+        modules: modules(nodes),
+        outputs: t.outputs.clone(),
+        parameter_dtype,
+        saved_training: false,
+        training_ops: sites(nodes, training_flag),
+        cuda_ops: sites(nodes, cuda_device),
+        state_writes: Vec::new(),
+        exported: true,
+    }
+}
+
+fn input_value(name: &str) -> ValueMeta {
+    ValueMeta {
+        name: name.to_string(),
+        op: "input".to_string(),
+        hierarchy: String::new(),
+        type_paths: Vec::new(),
+        source: String::new(),
+        stack: Vec::new(),
+        block: String::new(),
+        inputs: Vec::new(),
+        element_inputs: None,
+        element_of: String::new(),
+        element_key: String::new(),
+    }
+}
+
+fn node_value(node: &Node, name: &str, inputs: Vec<usize>) -> ValueMeta {
+    let (op, _) = operator(&node.target).unwrap_or_default();
+    let meta = |key: &str| node.metadata.get(key).map(String::as_str).unwrap_or("");
+    let stack = stack_frames(meta("stack_trace"));
+    ValueMeta {
+        name: name.to_string(),
+        op,
+        hierarchy: hierarchy(&module_frames(meta("nn_module_stack"))),
+        type_paths: Vec::new(),
+        source: source_line(&stack),
+        stack,
+        inputs,
+        ..input_value(name)
+    }
+}
+
+/// Every module some node was computed in, root first, with its class.
+fn modules(nodes: &[Node]) -> Vec<ModuleMeta> {
+    let mut out: Vec<ModuleMeta> = Vec::new();
+    for node in nodes {
+        let stack = node
+            .metadata
+            .get("nn_module_stack")
+            .map_or("", String::as_str);
+        for frame in module_frames(stack) {
+            if !out.iter().any(|m| m.path == frame.path) {
+                out.push(ModuleMeta {
+                    path: frame.path,
+                    class: frame.class,
+                });
+            }
+        }
+    }
+    if let Some(root) = out.iter().position(|m| m.path.is_empty()) {
+        let root = out.remove(root);
+        out.insert(0, root);
+    }
+    out
+}
+
+/// The nodes `flag` says something about, as sites with their module and source line.
+fn sites(nodes: &[Node], flag: impl Fn(&Node) -> Option<String>) -> Vec<GraphSite> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let device = flag(node)?;
+            let value = node_value(node, "", Vec::new());
+            Some(GraphSite {
+                op: value.op,
+                hierarchy: value.hierarchy,
+                source: value.source,
+                device,
+            })
+        })
+        .collect()
+}
+
+/// A batch norm or dropout with its training switch on (`Some("")`).
+fn training_flag(node: &Node) -> Option<String> {
+    let (op, _) = operator(&node.target).ok()?;
+    let switch = match op.as_str() {
+        "aten::batch_norm" => "training",
+        "aten::dropout" | "aten::feature_dropout" | "aten::alpha_dropout" => "train",
+        _ => return None,
+    };
+    let on = node
+        .inputs
+        .iter()
+        .any(|i| i.name == switch && i.arg.get("as_bool") == Some(&Value::Bool(true)));
+    // Without running statistics a batch norm uses the batch's in eval mode too.
+    let no_running_stats = node
+        .inputs
+        .iter()
+        .any(|i| i.name == "running_mean" && union(&i.arg).is_some_and(|(k, _)| k == "as_none"));
+    (on && !no_running_stats).then(String::new)
+}
+
+/// The CUDA device a node's argument names.
+fn cuda_device(node: &Node) -> Option<String> {
+    node.inputs.iter().find_map(|i| match union(&i.arg) {
+        Some(("as_device", d)) => Some(device(d)).filter(|d| d.starts_with("cuda")),
+        _ => None,
+    })
+}
