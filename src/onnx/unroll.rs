@@ -17,8 +17,13 @@ use super::graph_edit::{constant_node, defined_names, identity_node, rename_node
 use super::proto;
 use std::collections::HashMap;
 
-/// Unrolling stops being a help beyond this many copied nodes.
+/// Unrolling a loop constants fix stops being a help beyond this many copied nodes.
 pub const MAX_COPIED_NODES: usize = 4096;
+
+/// The same for a loop the check's inputs steer, whose values are otherwise not compared at
+/// all: a detector's per-detection loop (100 detections of a 111-node keypoint decoder) is
+/// still worth its copies.
+pub const MAX_MEASURED_COPIES: usize = 32768;
 
 /// The loop's trip count when it can be unrolled, else why it stays a Loop. `measured`: the
 /// iterations it ran on the check's inputs (`steering`), which fix the count whatever
@@ -40,9 +45,13 @@ pub fn static_trips(
         Some(trips) => trips,
         None => constant_trips(scope, node, body)?,
     };
-    if trips.saturating_mul(body.node.len() + 2) > MAX_COPIED_NODES {
+    let limit = match measured {
+        Some(_) => MAX_MEASURED_COPIES,
+        None => MAX_COPIED_NODES,
+    };
+    if trips.saturating_mul(body.node.len() + 2) > limit {
         return Err(format!(
-            "its {trips} iterations would copy more than {MAX_COPIED_NODES} nodes"
+            "its {trips} iterations would copy more than {limit} nodes"
         ));
     }
     Ok(trips)
