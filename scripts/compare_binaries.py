@@ -10,7 +10,11 @@ versions, file paths) and the production session's full-precision distances, whi
 Runtime's thread scheduling moves in the last bits. Prints one line per pair that differs
 (the first differing key) and a last line `N identical, N differ`; exit 1 if any differ.
 
-    .venv/bin/python scripts/compare_binaries.py A B [--only REGEX]
+`--drop KEY` drops more keys (`--drop paired_by` when pass names changed on purpose);
+`--cache-a DIR` keeps A's reports in DIR and reuses them, so a slow baseline runs once
+while B is rebuilt and checked again.
+
+    .venv/bin/python scripts/compare_binaries.py A B [--only REGEX] [--drop KEY] [--cache-a DIR]
 """
 
 import argparse
@@ -34,11 +38,11 @@ def pairs(only):
                 yield root
 
 
-def normalised(value, key=""):
+def normalised(value, dropped, key=""):
     if isinstance(value, dict):
-        return {k: normalised(v, k) for k, v in value.items() if k not in DROPPED}
+        return {k: normalised(v, dropped, k) for k, v in value.items() if k not in dropped}
     if isinstance(value, list):
-        return [normalised(v, key) for v in value]
+        return [normalised(v, dropped, key) for v in value]
     if isinstance(value, str):
         value = value.replace(REPO, "REPO")
         if "production session" in value:
@@ -68,7 +72,21 @@ def first_difference(a, b, path="$"):
     return None if a == b else path
 
 
-def report(command, folder, out):
+def report(command, folder, out, cached=None):
+    """The exit code and JSON report of `command` on one fixture pair; with `cached`, a
+    file to reuse the result from (written on the first run)."""
+    if cached and os.path.exists(cached):
+        with open(cached) as f:
+            saved = json.load(f)
+        return saved["code"], saved["report"]
+    code, result = run_report(command, folder, out)
+    if cached:
+        with open(cached, "w") as f:
+            json.dump({"code": code, "report": result}, f)
+    return code, result
+
+
+def run_report(command, folder, out):
     args = [command, os.path.join(folder, "model.pt"), os.path.join(folder, "model.onnx"),
             "-q", "--threads", "2", "--json", out]
     if os.path.exists(os.path.join(folder, "inputs.npz")):
@@ -85,15 +103,22 @@ def main(argv):
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--only", metavar="REGEX")
+    p.add_argument("--drop", metavar="KEY", action="append", default=[])
+    p.add_argument("--cache-a", metavar="DIR")
     args = p.parse_args(argv)
+    dropped = DROPPED | set(args.drop)
+    if args.cache_a:
+        os.makedirs(args.cache_a, exist_ok=True)
     same = differ = 0
     with tempfile.TemporaryDirectory() as tmp:
         for folder in pairs(args.only):
-            results = [report(cmd, folder, os.path.join(tmp, f"{k}.json"))
+            name = os.path.relpath(folder, FIXTURES)
+            cached = (os.path.join(args.cache_a, name.replace(os.sep, "__") + ".json")
+                      if args.cache_a else None)
+            results = [report(cmd, folder, os.path.join(tmp, f"{k}.json"), cached if k == 0 else None)
                        for k, cmd in enumerate((args.a, args.b))]
             (code_a, json_a), (code_b, json_b) = results
-            where = first_difference(normalised(json_a), normalised(json_b))
-            name = os.path.relpath(folder, FIXTURES)
+            where = first_difference(normalised(json_a, dropped), normalised(json_b, dropped))
             if code_a != code_b or where:
                 differ += 1
                 print(f"{name}: exit {code_a} vs {code_b}, first difference at {where}")

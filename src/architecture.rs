@@ -1,6 +1,7 @@
 //! The shape of the code, checked on its own source: each top-level module imports only the
 //! modules below it in `LAYERS` (the order `lib.rs` describes), no two files of one folder
-//! import each other round a cycle, no function runs over 80 lines
+//! import each other round a cycle, no pairing pass reaches into another (each pass file
+//! imports no other pass file and exposes nothing but its pass), no function runs over 80 lines
 //! without a comment saying why, and no `too_many_arguments` allowance hides a long
 //! parameter list. Test code (`#[cfg(test)]` items) is left out: a test may borrow another
 //! module's fixtures. These read `src/` as text, so they run with the unit tests, in
@@ -307,6 +308,73 @@ fn sibling_imports(dir: &Path) -> BTreeMap<String, Vec<String>> {
         graph.insert(name, edges);
     }
     graph
+}
+
+/// The pairing passes, each a file of `src/pairing/passes/` (the runner in `mod.rs`).
+fn pass_files() -> Vec<PathBuf> {
+    let dir = src().join("pairing").join("passes");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    files.retain(|f| f.file_name().is_some_and(|n| n != "mod.rs"));
+    files.sort();
+    files
+}
+
+/// What a pass file reaches in its own folder: the segment after each `super::` that is not
+/// itself after a `super::` (`super::super::x` leaves the folder, `super::x` stays in it).
+fn own_folder_paths(code: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    for (k, _) in code.match_indices("super::") {
+        if code[..k].ends_with("super::") || code[..k].ends_with(|c: char| c.is_alphanumeric()) {
+            continue;
+        }
+        let rest = &code[k + "super::".len()..];
+        let end = (rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))).unwrap_or(rest.len());
+        names.push(&rest[..end]);
+    }
+    names
+}
+
+#[test]
+fn no_pairing_pass_reaches_another() {
+    let files = pass_files();
+    assert!(
+        files.len() > 20,
+        "the passes are files of src/pairing/passes/"
+    );
+    let mut offences = Vec::new();
+    for path in &files {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let code = production_code(path);
+        // In its folder a pass sees the runner's `Pass` trait, and nothing of another pass.
+        for used in own_folder_paths(&code) {
+            if used != "super" && used != "Pass" {
+                offences.push(format!("{name} reaches super::{used}"));
+            }
+        }
+        if code.contains("pairing::passes::") {
+            offences.push(format!("{name} names pairing::passes::"));
+        }
+        // The only item it exposes is its pass; its helpers are private to it, so no other
+        // pass can call them (a helper two passes share lives outside the folder).
+        for line in code.lines().map(str::trim_start) {
+            if line.starts_with("pub") && !line.starts_with("pub(super) struct ") {
+                offences.push(format!("{name} exposes `{line}`"));
+            }
+        }
+    }
+    assert!(offences.is_empty(), "{offences:#?}");
+}
+
+#[test]
+fn a_pass_reaching_its_folder_is_seen() {
+    let code = "use super::super::wiring::x;\nuse super::Pass;\nuse super::fusion::y;\n";
+    // The first `super::` of `super::super::` leaves the folder.
+    assert_eq!(own_folder_paths(code), ["super", "Pass", "fusion"]);
 }
 
 /// A cycle in `graph`, as the names round it, if there is one.

@@ -271,7 +271,7 @@ pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Compariso
             onnx_node: o.node.clone(),
             onnx_op: o.op.clone(),
             onnx_value: o.name.clone(),
-            paired_by: p.paired_by.as_str().to_string(),
+            paired_by: p.paired_by.to_string(),
             fused: p
                 .fused
                 .iter()
@@ -350,14 +350,14 @@ fn small_values_of(layers: &[LayerResult]) -> Vec<SmallValues> {
 /// loose tolerance (float16) or a larger range (a residual sum) while holding the very same
 /// absolute error, which nothing upstream of it holds.
 fn unconfirmed_layers(witnesses: &Witnesses, pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
-    use crate::pairing::PairedBy;
+    use crate::pairing::POSITION;
     pairing
         .layers
         .iter()
         .zip(&cmps.layers)
         .map(|(p, c)| {
             !c.pass
-                && p.paired_by != PairedBy::Position
+                && p.paired_by != POSITION
                 && (!p.follows_dataflow
                     || (!p.certain
                         && witnesses.nearest_all_pass(p.torch)
@@ -600,7 +600,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::capture::store::Stored;
     use crate::capture::{Capture, CapturedValue, Side, ValueRole};
-    use crate::pairing::{Pair, PairedBy};
+    use crate::pairing::{Pair, POSITION};
 
     fn value(id: usize, role: ValueRole, inputs: &[usize], data: &[f32]) -> CapturedValue {
         CapturedValue {
@@ -653,9 +653,9 @@ pub(crate) mod tests {
             certain: false,
         };
         let pairing = Pairing {
-            inputs: vec![pair(0, PairedBy::Position)],
-            layers: (1..4).map(|i| pair(i, PairedBy::OpOrder)).collect(),
-            outputs: vec![pair(4, PairedBy::Position)],
+            inputs: vec![pair(0, POSITION)],
+            layers: (1..4).map(|i| pair(i, "op_order")).collect(),
+            outputs: vec![pair(4, POSITION)],
             ..Pairing::default()
         };
         (

@@ -104,7 +104,7 @@ mod tests {
     use super::*;
     use crate::capture::tensor::DType;
     use crate::capture::{CapturedValue, Side};
-    use crate::pairing::{Pair, PairedBy, Unpaired};
+    use crate::pairing::{Pair, Unpaired};
 
     fn value(id: usize, op: &str, role: ValueRole, inputs: &[usize]) -> CapturedValue {
         CapturedValue {
@@ -128,7 +128,7 @@ mod tests {
         Pair {
             torch,
             onnx: torch,
-            paired_by: PairedBy::ModuleOutput,
+            paired_by: "module_output",
             fused: vec![],
             follows_dataflow: true,
             certain: true,

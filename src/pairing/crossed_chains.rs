@@ -14,8 +14,8 @@
 //! their turn, follow. Only the later value's dataflow, which a fault does not change, starts
 //! it; the values only choose when several such holders exist and must favour the exchange.
 
-use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::compatible;
+use super::wiring::{computed_from_all, nearest_producer_twins};
 use super::{is_layer_candidate, same_shape, Pairer};
 
 impl Pairer<'_> {
@@ -30,11 +30,11 @@ impl Pairer<'_> {
         o: usize,
         needed: &[usize],
     ) -> Option<usize> {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let now = self.distance(t, o);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
+        let now = self.cx.distance(t, o);
         ov.iter()
             .filter(|c| c.id != o && is_layer_candidate(c))
-            .filter(|c| self.onnx_keys[c.id] == self.onnx_keys[o])
+            .filter(|c| self.cx.onnx_keys[c.id] == self.cx.onnx_keys[o])
             .filter(|c| same_shape(&tv[t], c) && compatible(&tv[t].op, &c.op))
             .filter_map(|c| Some((c.id, self.state.holder(c.id)?)))
             .filter(|&(_, other)| other < t)
@@ -44,10 +44,10 @@ impl Pairer<'_> {
             })
             .filter(|&(c, _)| computed_from_all(ov, c, needed))
             .filter(|&(_, other)| {
-                let theirs = nearest_producer_twins(self.torch, |u| self.twin(u), other);
+                let theirs = nearest_producer_twins(self.cx.torch, |u| self.twin(u), other);
                 computed_from_all(ov, o, &theirs)
             })
-            .map(|(c, other)| (other, self.distance(t, c)))
+            .map(|(c, other)| (other, self.cx.distance(t, c)))
             .filter(|&(_, d)| d < now)
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(other, _)| other)

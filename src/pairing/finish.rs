@@ -17,8 +17,8 @@ impl Pairer<'_> {
                     torch: t,
                     onnx: made.onnx,
                     paired_by: made.by,
-                    fused: self.state.fused_into.get(&t).cloned().unwrap_or_default(),
-                    follows_dataflow: !self.state.off_dataflow.contains(&t),
+                    fused: self.state.fused(t),
+                    follows_dataflow: !self.state.is_off_dataflow(t),
                     certain: made.certain,
                 }
             })
@@ -35,19 +35,19 @@ impl Pairer<'_> {
     /// relative-position bucket's comparisons folded, its table kept): what of it met no
     /// twin was folded, which is bookkeeping, not a gap in what was compared.
     fn account_folded_constants(&mut self) {
-        for &t in &self.kept_constants {
+        for &t in &self.cx.kept_constants {
             if !self.state.is_paired(t) {
                 let reason =
                     "computes only from weights and constants; the exporter folded it".to_string();
-                self.state.reason.insert(t, (reason, true));
+                self.state.leave(t, reason, true);
             }
         }
     }
 
     /// Torch coverage: leaf module calls count once, functional ops each.
     fn torch_coverage(&self, cov: &mut Coverage) {
-        for (key, ids) in &self.torch_groups {
-            let leaf = self.is_leaf_group(key);
+        for (key, ids) in &self.cx.torch_groups {
+            let leaf = self.cx.is_leaf_group(key);
             let counted: Vec<usize> = if leaf {
                 ids.last().copied().into_iter().collect()
             } else {
@@ -64,16 +64,13 @@ impl Pairer<'_> {
     }
 
     fn torch_unpaired(&self) -> Vec<Unpaired> {
-        let mut reasons: Vec<(&usize, &(String, bool))> = self.state.reason.iter().collect();
-        reasons.sort_by_key(|(id, _)| **id);
-        reasons
-            .into_iter()
-            .map(|(&id, (reason, accounted))| {
+        (self.state.reasons().into_iter())
+            .map(|(id, (reason, accounted))| {
                 unpaired(
                     Side::Torch,
-                    &self.torch.values[id],
-                    reason.clone(),
-                    *accounted,
+                    &self.cx.torch.values[id],
+                    reason.to_string(),
+                    accounted,
                 )
             })
             .collect()
@@ -84,14 +81,14 @@ impl Pairer<'_> {
     /// decomposition). Returns the nodes that count as missing.
     fn onnx_coverage(&self, cov: &mut Coverage) -> Vec<Unpaired> {
         let mut missing = Vec::new();
-        for v in self.onnx.values.iter().filter(|v| is_layer_candidate(v)) {
+        for v in self.cx.onnx.values.iter().filter(|v| is_layer_candidate(v)) {
             cov.onnx_nodes_total += 1;
-            if self.state.is_taken(v.id) || self.state.absorbed.contains_key(&v.id) {
+            if self.state.is_taken(v.id) || self.state.is_absorbed(v.id) {
                 cov.onnx_nodes_paired += 1;
                 continue;
             }
-            let reason = match self.onnx_keys[v.id].as_ref() {
-                Some(k) if !self.torch_groups.contains_key(k) && !k.is_empty() => format!(
+            let reason = match self.cx.onnx_keys[v.id].as_ref() {
+                Some(k) if !self.cx.torch_groups.contains_key(k) && !k.is_empty() => format!(
                     "scope '{}' has no TorchScript module call to match",
                     key_path(k)
                 ),

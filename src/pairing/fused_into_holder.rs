@@ -14,7 +14,7 @@
 //! value it held is left to the passes after. A fault in the folded conv makes the consumer
 //! disagree, so the rule does not fire and the pair is judged as before.
 
-use super::dataflow::nearest_producer_twins;
+use super::wiring::nearest_producer_twins;
 use super::{Pairer, AGREES};
 
 impl Pairer<'_> {
@@ -26,16 +26,16 @@ impl Pairer<'_> {
         // its twin is among theirs (one value per twin), read through unpaired values only.
         let own = self.twin(t)?;
         let fused = holder > t
-            && self.distance(holder, c) < AGREES
-            && self.distance(t, c) > AGREES
-            && nearest_producer_twins(self.torch, |u| self.twin(u), holder).contains(&own);
+            && self.cx.distance(holder, c) < AGREES
+            && self.cx.distance(t, c) > AGREES
+            && nearest_producer_twins(self.cx.torch, |u| self.twin(u), holder).contains(&own);
         fused.then_some(holder)
     }
 
     /// Unpairs `t`, fused into the ONNX node its consumer `holder` is paired with.
     pub(super) fn fuse_into_holder(&mut self, t: usize, holder: usize) {
         self.state.unassign(t);
-        let module = self.torch.values[holder].module_path().to_string();
+        let module = self.cx.torch.values[holder].module_path().to_string();
         self.fuse_into_consumer_node(t, holder, &module);
     }
 }

@@ -1,5 +1,6 @@
 //! Nodes a graph optimiser fused across module boundaries, paired by where they sit in the
-//! dataflow rather than by scope.
+//! dataflow rather than by scope: what the `partial_linear`, `scopeless` and
+//! `fused_into_consumers` passes share.
 //!
 //! ONNX Runtime's transformer optimiser (and similar tools) replace a Linear's bias Add, the
 //! residual Add and the LayerNorm after it with one `SkipLayerNormalization`, or an Add and
@@ -7,19 +8,19 @@
 //! things follow, each handled here:
 //!
 //! - the Linear's scope now ends in a bare MatMul: its value is the Linear's output minus the
-//!   bias, a partial value that must not be compared (`split_partial_linear`);
+//!   bias, a partial value that must not be compared (the `partial_linear` pass);
 //! - the LayerNorm or GELU has no ONNX node in its scope, but the fused node computes its
 //!   value: it is the unpaired scope-less ONNX value of a compatible kind and shape that is
 //!   computed from the twins of the TorchScript value's producers and feeds the twins of its
-//!   consumers (`pair_scopeless`);
+//!   consumers (the `scopeless` pass);
 //! - the residual Add and the biased Linear are inside that node: covered, not missing
-//!   (`account_fused_into_consumers`).
+//!   (the `fused_into_consumers` pass).
 //!
 //! Only scope-less ONNX values are candidates, so values still never pair across scopes.
 
-use super::dataflow::{computed_from_all, nearest_producer_twins};
 use super::ops::compatible;
-use super::{consumers_of, is_layer_candidate, relative_distance, same_shape, PairedBy, Pairer};
+use super::wiring::computed_from_all;
+use super::{is_layer_candidate, relative_distance, Pairer};
 use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::CapturedValue;
 use std::collections::HashSet;
@@ -104,7 +105,7 @@ fn rounding_of(dtype: DType) -> f64 {
 /// Whether ONNX value `o` is TorchScript value `t` without a bias: a bare MatMul (which
 /// adds none) that differs from it by one vector on every row. `t` may be a Linear, or a
 /// module whose output is a view of its `addmm` (GPT-2's Conv1D).
-fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
+pub(super) fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
     if o.op != "MatMul" {
         return false;
     }
@@ -159,160 +160,11 @@ pub(super) fn nearest_consumer_twins(
     twins
 }
 
-impl Pairer<'_> {
-    /// Unpairs a Linear compared with a bare MatMul whose difference from it is one vector
-    /// on every row: the bias was moved into a later fused node, and the MatMul's value is
-    /// not the Linear's output. A real fault in a bias is in the node that adds it, which
-    /// is still compared; a bias the export dropped fails every layer after it.
-    pub(super) fn split_partial_linear(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let partial: Vec<usize> = self
-            .state
-            .paired()
-            .into_iter()
-            .filter(|&t| lacks_bias(&tv[t], &ov[self.state.twin(t).expect("paired")]))
-            .collect();
-        for t in partial {
-            let o = self.state.unassign(t).expect("paired");
-            let reason = format!(
-                "its ONNX value {} lacks the bias, which a later node adds",
-                ov[o].node
-            );
-            self.state.reason.insert(t, (reason, false));
-        }
-    }
-
-    /// Pairs each TorchScript layer value left without a twin (`open`: module outputs and
-    /// functional ops) with the unpaired scope-less ONNX value that sits where it does in
-    /// the dataflow: computed from all its producers' twins, and computing its consumers'
-    /// twins (`placement`); of a compatible kind, or for a module's output any node of ONNX
-    /// Runtime's own fused ops (a GELU module ends in a Mul, its fused node is a Gelu);
-    /// never a bias-less partial product. Pairs are made best first, then checked again against the pairs
-    /// made after them; one that no longer fits is undone.
-    pub(super) fn pair_scopeless(&mut self) {
-        let open = self.open_representatives();
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let consumers = consumers_of(tv);
-        let scopeless: Vec<usize> = ov
-            .iter()
-            .filter(|c| !c.scope_recorded && is_layer_candidate(c))
-            .map(|c| c.id)
-            .collect();
-        if scopeless.is_empty() {
-            return;
-        }
-        // Every fitting (TorchScript value, ONNX value), then assigned best first: by
-        // `placement` (a LayerNorm takes the SkipLayerNormalization before the Linear whose
-        // bias it adds), then closer values first.
-        let mut fitting: Vec<(u8, f64, usize, usize)> = Vec::new();
-        for &Open {
-            id: t,
-            module_output,
-            kind_of,
-        } in &open
-        {
-            if self.state.is_paired(t) || self.state.accounted(t) {
-                continue;
-            }
-            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
-            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
-            for &c in &scopeless {
-                let kind =
-                    compatible(&tv[t].op, &ov[c].op) || compatible(&tv[kind_of].op, &ov[c].op);
-                let fused = module_output && computes_whole_module(tv, ov, t, kind_of, c);
-                let candidate = !self.state.is_taken(c)
-                    && same_shape(&tv[t], &ov[c])
-                    && (kind || fused)
-                    && !lacks_bias(&tv[t], &ov[c])
-                    && computed_from_all(ov, c, &producers);
-                if let Some(tier) = candidate
-                    .then(|| placement(ov, c, &consumers, kind))
-                    .flatten()
-                {
-                    fitting.push((tier, self.distance(t, c), t, c));
-                }
-            }
-        }
-        fitting.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        let mut made = Vec::new();
-        for (tier, distance, t, c) in fitting {
-            if !self.state.is_paired(t) && !self.state.is_taken(c) {
-                self.state.assign(t, c, PairedBy::Scopeless, false);
-                made.push((distance, t, tier != 1));
-            }
-        }
-        // Each was judged against the pairs made before this step; the ones made after it
-        // may place its neighbours elsewhere (a Linear's output first met the reshape after
-        // the LayerNorm that its consumer has since taken). The farthest in value are checked
-        // first, so that the others are judged against neighbours that held: a GELU's output
-        // whose nearest consumer, the Linear after it, had met the wrong fused node was
-        // undone for that Linear's pair, which was then undone as well.
-        made.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, t, kind) in made {
-            let c = self.state.twin(t).expect("paired");
-            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
-            let consumers = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
-            let still_fits = computed_from_all(ov, c, &producers)
-                && placement(ov, c, &consumers, kind).is_some();
-            if !still_fits {
-                self.state.unassign(t);
-            }
-        }
-    }
-
-    /// A TorchScript value left without a twin whose nearest consumers are all paired with
-    /// one scope-less ONNX node computed from its producers' twins was fused into that node
-    /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered. When it
-    /// is a leaf module's output, the module's other values were fused with it (GPT-2's
-    /// `Conv1D` reshapes, multiplies and reshapes back; ONNX Runtime keeps a bare MatMul and
-    /// adds the bias in the next fused node): covered too.
-    pub(super) fn account_fused_into_consumers(&mut self) {
-        let open = self.open_representatives();
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let consumers = consumers_of(tv);
-        let mut fused_calls: Vec<(usize, String)> = Vec::new();
-        for &Open {
-            id: t,
-            module_output,
-            ..
-        } in &open
-        {
-            if self.state.is_paired(t) || self.state.accounted(t) {
-                continue;
-            }
-            let twins = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
-            let Some(&node) = twins.first() else {
-                continue;
-            };
-            let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
-            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
-            if one_fused_node && computed_from_all(ov, node, &producers) {
-                let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
-                self.state.reason.insert(t, (reason, true));
-                if module_output {
-                    fused_calls.push((t, ov[node].node.clone()));
-                }
-            }
-        }
-        for (t, node) in fused_calls {
-            let Some(ids) = self.torch_groups.values().find(|ids| ids.contains(&t)) else {
-                continue;
-            };
-            let module = tv[t].module_path();
-            for &id in ids {
-                if id != t && !self.state.is_paired(id) && !self.state.accounted(id) {
-                    let reason =
-                        format!("internal to module {module}, fused into ONNX node {node}");
-                    self.state.reason.insert(id, (reason, true));
-                }
-            }
-        }
-    }
-}
+impl Pairer<'_> {}
 
 /// Whether scope-less ONNX node `c` may compute the whole module whose output is `t` (its
 /// op kind taken from `kind_of`) under another op than the module's own.
-fn computes_whole_module(
+pub(super) fn computes_whole_module(
     tv: &[CapturedValue],
     ov: &[CapturedValue],
     t: usize,

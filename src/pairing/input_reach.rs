@@ -79,7 +79,7 @@ mod tests {
         let pair = |torch, onnx| Pair {
             torch,
             onnx,
-            paired_by: super::super::PairedBy::Position,
+            paired_by: super::super::POSITION,
             fused: vec![],
             follows_dataflow: true,
             certain: true,

@@ -8,30 +8,22 @@
 //! never pair across scopes because their numbers happen to be close. Every value left
 //! over gets a reason (`finish`).
 
-mod agreeing_twins;
 mod align;
-mod attention_scale;
+mod chains;
+mod clearly_closest;
 mod common_root;
 mod computed_constants;
 mod constant_calls;
+mod context;
 mod crossed_chains;
-mod dataflow;
-mod dataflow_owner;
-mod decomposition;
-mod duplicates;
 mod export_order;
 mod finish;
-mod folded_affine;
-mod folded_scale;
 mod fused_into_holder;
 mod fused_nodes;
-mod fusion;
-mod identities;
 mod input_reach;
-mod kept_control_flow;
 mod lanes;
-mod left_open;
 mod legacy_names;
+mod merged_copies;
 mod module_computation;
 mod nearest_producers;
 mod node_names;
@@ -40,30 +32,33 @@ mod parent_calls;
 mod passes;
 mod permuted_axes;
 mod rearranged;
-mod relaid_computation;
-mod relaid_layout;
-mod relaid_output;
+mod relaid;
 mod repeated_calls;
+mod scale_factors;
+mod scope_steps;
 mod scoped;
 mod scopes;
 mod shared_instances;
 mod sibling_outputs;
-mod split_outputs;
 mod state;
 mod taken_part;
+mod trace;
 mod uncalled_levels;
 mod value_memo;
 mod wide_scan;
+mod wiring;
 
 use crate::capture::tensor::{format_shape, HostTensor, TensorData};
 use crate::capture::{Capture, CapturedValue, ValueRole};
 use anyhow::{bail, Result};
+use context::PairCx;
 use lanes::{for_each_lane, max_of, LANES};
 use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
-use scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
+use scopes::GroupKey;
 use serde::Serialize;
 use state::PairState;
-use std::collections::{BTreeMap, HashSet};
+pub use state::POSITION;
+use std::collections::BTreeMap;
 pub use value_memo::ReadBack;
 
 /// Below this relative distance two values agree: the same computation up to rounding (even
@@ -74,55 +69,13 @@ const AGREES: f64 = 1e-2;
 /// The relative distance float32 rounding of one op stays under.
 const ROUNDING: f64 = 1e-5;
 
-/// The pass that made a pair, so a reader can trust or doubt it; `as_str` is the pass's
-/// name in `passes::PASSES` (`position` is the graph boundary, paired before the passes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PairedBy {
-    Position,
-    ModuleOutput,
-    SplitOutputs,
-    OpOrder,
-    GlobalOrder,
-    Fusion,
-    FusedProducer,
-    FoldedAffine,
-    DecomposedOp,
-    UncrossSiblings,
-    Dataflow,
-    DataflowOwner,
-    Scopeless,
-    LeftOpen,
-    AgreeingTwins,
-}
-
-impl PairedBy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PairedBy::Position => "position",
-            PairedBy::ModuleOutput => "module_output",
-            PairedBy::SplitOutputs => "split_outputs",
-            PairedBy::OpOrder => "op_order",
-            PairedBy::GlobalOrder => "global_order",
-            PairedBy::Fusion => "fusion",
-            PairedBy::FusedProducer => "fused_producer",
-            PairedBy::FoldedAffine => "folded_affine",
-            PairedBy::DecomposedOp => "decomposed_op",
-            PairedBy::UncrossSiblings => "uncross_siblings",
-            PairedBy::Dataflow => "dataflow",
-            PairedBy::DataflowOwner => "dataflow_owner",
-            PairedBy::Scopeless => "scopeless",
-            PairedBy::LeftOpen => "left_open",
-            PairedBy::AgreeingTwins => "agreeing_twins",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Pair {
     pub torch: usize,
     pub onnx: usize,
-    pub paired_by: PairedBy,
+    /// The pass that placed it (`passes::PASSES`), so a reader can trust or doubt it;
+    /// `position` for the graph inputs and outputs, paired before the passes.
+    pub paired_by: &'static str,
     /// TorchScript values compared as part of this pair (the conv of a fused conv+bn).
     pub fused: Vec<usize>,
     /// False when the ONNX value is not computed from the ONNX twins of the values the
@@ -197,9 +150,14 @@ pub fn pair_reading(torch: &Capture, onnx: &Capture, read_back: ReadBack) -> Res
     let mut p = Pairing::default();
     pair_boundary(torch, onnx, &mut p)?;
     let boundary = p.inputs.iter().chain(&p.outputs).cloned().collect();
-    let mut pairer = Pairer::new(torch, onnx, boundary);
-    pairer.memo = value_memo::ValueMemo::reading(read_back);
-    pairer.run(&mut p);
+    let cx = PairCx::new(torch, onnx, boundary, read_back);
+    let mut state = PairState::new(cx.boundary.iter().map(|b| b.onnx));
+    passes::run_passes(&cx, &mut state);
+    Pairer {
+        cx: &cx,
+        state: &mut state,
+    }
+    .finish(&mut p);
     if p.coverage.torch_layers_total >= 3 && p.coverage.torch_ratio() < MIN_PLAUSIBLE_COVERAGE {
         bail!(
             "the two models do not look like the same network: only {} of {} TorchScript layers \
@@ -225,7 +183,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
         p.inputs.push(Pair {
             torch: t.id,
             onnx: o.id,
-            paired_by: PairedBy::Position,
+            paired_by: POSITION,
             fused: vec![],
             follows_dataflow: true,
             certain: true,
@@ -252,7 +210,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
         p.outputs.push(Pair {
             torch: t.id,
             onnx: o.id,
-            paired_by: PairedBy::Position,
+            paired_by: POSITION,
             fused: vec![],
             follows_dataflow: true,
             certain: true,
@@ -359,178 +317,26 @@ fn subtree(onnx_groups: &BTreeMap<GroupKey, Vec<usize>>, key: &str) -> Vec<usize
     ids
 }
 
-struct Pairer<'a> {
-    torch: &'a Capture,
-    onnx: &'a Capture,
-    onnx_keys: Vec<Option<GroupKey>>,
-    torch_groups: BTreeMap<GroupKey, Vec<usize>>,
-    onnx_groups: BTreeMap<GroupKey, Vec<usize>>,
-    /// Modules with child modules: their groups hold functional ops, not a module output.
-    torch_parents: HashSet<String>,
-    onnx_has_scopes: bool,
-    /// Each ONNX value's place in the order the exporter wrote the nodes, where a graph
-    /// tool sorted them again (`export_order`); `None`: the saved order is that order.
-    onnx_export_ranks: Option<Vec<usize>>,
-    /// TorchScript values no model input reaches that are compared all the same, because
-    /// their module's ONNX scope computes constants too (`computed_constants`).
-    kept_constants: Vec<usize>,
-    /// The graph inputs and outputs, paired by position before the passes run.
-    boundary: Vec<Pair>,
-    state: PairState,
-    /// Distances and fingerprints of the captured data, each computed once.
-    memo: value_memo::ValueMemo,
-}
-
 fn is_layer_candidate(v: &CapturedValue) -> bool {
     v.role == ValueRole::Intermediate && !is_bookkeeping(v)
 }
 
+/// The view a pass works through: the read-only context and the shared state.
+struct Pairer<'a> {
+    cx: &'a PairCx<'a>,
+    state: &'a mut PairState,
+}
+
 impl<'a> Pairer<'a> {
-    fn new(torch: &'a Capture, onnx: &'a Capture, boundary: Vec<Pair>) -> Self {
-        let skip = |v: &CapturedValue| !is_layer_candidate(v);
-        // What no model input reaches (position ids from an `arange`, an all-ones mask, a
-        // detector's anchor grid) is folded into initializers by the exporters: it is
-        // bookkeeping like shape arithmetic, and pairing it by order and shape could only
-        // meet some unrelated ONNX value.
-        let torch_paths = known_paths(&torch.values);
-        let rerooted = common_root::rerooted_onnx(&torch.values, &onnx.values, &torch_paths);
-        let onnx_scopes = rerooted.as_deref().unwrap_or(&onnx.values);
-        let aliased =
-            shared_instances::read_shared_instances(onnx_scopes, &torch.values, &torch_paths);
-        let onnx_scopes = aliased.as_deref().unwrap_or(onnx_scopes);
-        let onnx_keys = assign_keys(onnx_scopes, &skip, Some(&torch_paths));
-        // ...unless the ONNX graph kept that computation in the same module
-        // (`computed_constants`).
-        let torch_constant = constant_values(torch);
-        let constant = computed_constants::fold_only_folded(
-            &torch.values,
-            &|v| !skip(v),
-            &torch_constant,
-            &onnx_keys,
-            &constant_values(onnx),
-        );
-        let kept_constants = (0..constant.len())
-            .filter(|&id| torch_constant[id] && !constant[id])
-            .collect();
-        let torch_skip = |v: &CapturedValue| skip(v) || constant[v.id];
-        let torch_keys = assign_keys(&torch.values, &torch_skip, None);
-        let onnx_keys = Self::onnx_keys_meeting_torch(
-            torch,
-            onnx_scopes,
-            onnx_keys,
-            &torch_keys,
-            &torch_paths,
-            &constant,
-        );
-        // Scopes that name no TorchScript module (a converter's placeholder such as
-        // `_empty_nn_module_stack_from_metadata_hook`) are no scopes at all.
-        let onnx_has_scopes = onnx_keys
-            .iter()
-            .flatten()
-            .any(|k| torch_paths.contains(key_path(k)));
-        let torch_groups = Self::groups(&torch_keys);
-        let onnx_groups = Self::groups(&onnx_keys);
-        let words = node_names::torch_words(&torch.values);
-        let places = || {
-            node_names::places_by_names(
-                &torch.values,
-                &torch_groups,
-                &onnx.values,
-                &onnx_groups,
-                onnx_has_scopes,
-                &words,
-            )
-        };
-        let onnx_export_ranks = export_order::export_ranks(&onnx.values, places, &words);
-        Pairer {
-            torch,
-            onnx,
-            torch_groups,
-            onnx_groups,
-            onnx_keys,
-            torch_parents: parent_paths(&torch.values),
-            onnx_has_scopes,
-            onnx_export_ranks,
-            kept_constants,
-            state: PairState::new(boundary.iter().map(|p| p.onnx)),
-            boundary,
-            memo: Default::default(),
-        }
-    }
-
-    /// The ONNX call keys renumbered where the ONNX side counts calls differently from
-    /// TorchScript: constant calls it kept (`constant_calls`), parents it did not number
-    /// (`parent_calls`), levels it never called (`uncalled_levels`).
-    fn onnx_keys_meeting_torch(
-        torch: &Capture,
-        onnx_scopes: &[CapturedValue],
-        onnx_keys: Vec<Option<GroupKey>>,
-        torch_keys: &[Option<GroupKey>],
-        torch_paths: &HashSet<String>,
-        constant: &[bool],
-    ) -> Vec<Option<GroupKey>> {
-        let skip = |v: &CapturedValue| !is_layer_candidate(v);
-        // The same calls numbered with the constant ones counted, for the ONNX sides that
-        // count them.
-        let torch_full_keys = if torch.values.iter().any(|v| constant[v.id] && !skip(v)) {
-            assign_keys(&torch.values, &skip, None)
-        } else {
-            // No value was left out for being constant: the same keys.
-            torch_keys.to_vec()
-        };
-        let onnx_keys = constant_calls::rekey_past_constant_calls(
-            onnx_keys,
-            &torch_full_keys,
-            torch_keys,
-            constant,
-        );
-        let onnx_keys = parent_calls::rekey_unnumbered_parents(onnx_keys, torch_keys);
-        uncalled_levels::rekey_uncalled_levels(onnx_scopes, onnx_keys, torch_keys, torch_paths)
-    }
-
-    fn groups(keys: &[Option<GroupKey>]) -> BTreeMap<GroupKey, Vec<usize>> {
-        let mut groups: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
-        for (id, key) in keys.iter().enumerate() {
-            if let Some(k) = key {
-                groups.entry(k.clone()).or_default().push(id);
-            }
-        }
-        groups
-    }
-
-    fn is_leaf_group(&self, key: &str) -> bool {
-        !key.is_empty() && !self.torch_parents.contains(key_path(key))
-    }
-
     /// The ONNX twin of TorchScript value `t`: its layer pair, or its graph input's.
     fn twin(&self, t: usize) -> Option<usize> {
-        self.state
-            .twin(t)
-            .or_else(|| self.boundary.iter().find(|p| p.torch == t).map(|p| p.onnx))
-    }
-
-    /// How far ONNX value `c` is from TorchScript value `t` (`relative_distance`); infinite
-    /// when either is not at hand. Spilled data is read back for the two values, then
-    /// dropped; the distance is remembered.
-    fn distance(&self, t: usize, c: usize) -> f64 {
-        self.memo
-            .distance(&self.torch.values[t], &self.onnx.values[c])
-    }
-
-    /// Computes the distances of pairs `(t, c)` that a pass is about to weigh, several at
-    /// once (`ValueMemo::prefetch`).
-    fn prefetch_distances(&self, pairs: impl IntoIterator<Item = (usize, usize)>) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let pairs: Vec<_> = pairs.into_iter().map(|(t, c)| (&tv[t], &ov[c])).collect();
-        self.memo.prefetch(&pairs);
-    }
-
-    /// Runs the passes in their declared order, then turns the state into the pairing.
-    fn run(mut self, p: &mut Pairing) {
-        for pass in passes::PASSES {
-            (pass.run)(&mut self);
-        }
-        self.finish(p);
+        self.state.twin(t).or_else(|| {
+            self.cx
+                .boundary
+                .iter()
+                .find(|p| p.torch == t)
+                .map(|p| p.onnx)
+        })
     }
 
     /// The values of a torch group that stand for it: the module's output for a leaf module
@@ -539,10 +345,10 @@ impl<'a> Pairer<'a> {
         let comparable: Vec<usize> = t_ids
             .iter()
             .copied()
-            .filter(|&id| !vanishes_in_onnx(&self.torch.values[id].op))
-            .filter(|id| !self.state.identities.contains(id))
+            .filter(|&id| !vanishes_in_onnx(&self.cx.torch.values[id].op))
+            .filter(|&id| !self.state.is_identity(id))
             .collect();
-        if self.is_leaf_group(key) {
+        if self.cx.is_leaf_group(key) {
             comparable.last().copied().into_iter().collect()
         } else {
             comparable
@@ -553,12 +359,13 @@ impl<'a> Pairer<'a> {
     /// order. A module's output stands for the module's computation, whose kind is that of
     /// its last op that is not a layout op (GPT-2's Conv1D returns a view of its `addmm`).
     fn open_representatives(&self) -> Vec<fused_nodes::Open> {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         let mut open: Vec<fused_nodes::Open> = self
+            .cx
             .torch_groups
             .iter()
             .flat_map(|(k, ids)| {
-                let leaf = self.is_leaf_group(k);
+                let leaf = self.cx.is_leaf_group(k);
                 let computing = ids
                     .iter()
                     .rev()

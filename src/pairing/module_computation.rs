@@ -17,16 +17,13 @@ impl Pairer<'_> {
     /// ONNX value of the call has its shape or `t` computes something; else the call's last
     /// computing value when an ONNX value of the call has its kind and shape.
     pub(super) fn computing_stand_in(&self, t: usize, t_ids: &[usize], o_ids: &[usize]) -> usize {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let layout = |id: usize| torch_families(&tv[id].op).contains(&"layout");
         if !layout(t) || o_ids.iter().any(|&o| same_shape(&tv[t], &ov[o])) {
             return t;
         }
         let last_computing = t_ids.iter().rev().copied().find(|&id| {
-            id < t
-                && !layout(id)
-                && !vanishes_in_onnx(&tv[id].op)
-                && !self.state.identities.contains(&id)
+            id < t && !layout(id) && !vanishes_in_onnx(&tv[id].op) && !self.state.is_identity(id)
         });
         match last_computing {
             Some(c)

@@ -13,15 +13,15 @@
 //! the same call, kind and shape keeps it and is closer in value, the pair moves there (the
 //! values only choose; a real fault changes numbers, not wiring, so it keeps its pair).
 
-use super::dataflow::nearest_producer_twins;
-use super::{compatible, is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::wiring::nearest_producer_twins;
+use super::{compatible, is_layer_candidate, same_shape, Pairer};
 use std::collections::BTreeSet;
 
 impl Pairer<'_> {
     /// The paired ONNX values met first walking back from ONNX value `o` through unpaired
     /// ones (graph inputs count as paired).
     fn nearest_paired_onnx(&self, o: usize) -> BTreeSet<usize> {
-        nearest_producer_twins(self.onnx, |u| self.state.is_taken(u).then_some(u), o)
+        nearest_producer_twins(self.cx.onnx, |u| self.state.is_taken(u).then_some(u), o)
             .into_iter()
             .collect()
     }
@@ -42,22 +42,22 @@ impl Pairer<'_> {
         if needed.is_empty() || self.reads_directly(o, &needed) {
             return;
         }
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let now = self.distance(t, o);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
+        let now = self.cx.distance(t, o);
         let closer = ov
             .iter()
             .filter(|c| c.id != o && is_layer_candidate(c))
-            .filter(|c| self.onnx_keys[c.id] == self.onnx_keys[o])
+            .filter(|c| self.cx.onnx_keys[c.id] == self.cx.onnx_keys[o])
             .filter(|c| same_shape(&tv[t], c) && compatible(&tv[t].op, &c.op))
             .filter(|c| self.state.holder(c.id).is_none_or(|other| other > t))
             .filter(|c| self.reads_directly(c.id, &needed))
-            .map(|c| (c.id, self.distance(t, c.id)))
+            .map(|c| (c.id, self.cx.distance(t, c.id)))
             .filter(|&(_, d)| d < now)
             .min_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((c, _)) = closer {
             match self.state.holder(c) {
-                Some(other) => self.state.swap(t, other, PairedBy::Dataflow),
-                None => self.state.rebind(t, c, PairedBy::Dataflow, false),
+                Some(other) => self.state.swap(t, other),
+                None => self.state.rebind(t, c, false),
             }
         }
     }

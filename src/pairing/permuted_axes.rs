@@ -8,7 +8,7 @@
 //! a channel swap moves elements inside one axis, which no permutation of whole axes does,
 //! so the proof fails and the fault stays compared where it was made.
 
-use super::dataflow::permutations;
+use super::wiring::permutations;
 use crate::capture::tensor::HostTensor;
 
 /// More axes than this (after unit axes are dropped) are not searched: 6! = 720

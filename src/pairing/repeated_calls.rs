@@ -8,7 +8,8 @@
 //! sides must say so, so a module whose own forward repeats an op (`x * a * b`) is not split.
 
 use super::scopes::{key_path, GroupKey};
-use super::Pairer;
+use crate::capture::CapturedValue;
+use std::collections::BTreeMap;
 
 /// How many times `ops` repeats its shortest period, when that is at least twice.
 fn repetitions(ops: &[&str]) -> Option<usize> {
@@ -32,56 +33,51 @@ fn with_call(key: &str, call: usize) -> GroupKey {
     format!("{stem}#{call}")
 }
 
-impl Pairer<'_> {
-    pub(super) fn split_repeated_calls(&mut self) {
-        if !self.onnx_has_scopes {
-            return;
+/// Splits each run of a leaf module (`is_leaf`) in `torch_groups` that is `k` calls by both
+/// sides' count (the step `repeated_calls` of `scope_steps`).
+pub(super) fn split_repeated_calls(
+    torch: &[CapturedValue],
+    torch_groups: &mut BTreeMap<GroupKey, Vec<usize>>,
+    onnx_groups: &BTreeMap<GroupKey, Vec<usize>>,
+    is_leaf: impl Fn(&str) -> bool,
+) {
+    let leaf_keys: Vec<GroupKey> = torch_groups
+        .keys()
+        .filter(|k| is_leaf(k))
+        .cloned()
+        .collect();
+    for key in leaf_keys {
+        let Some(ids) = torch_groups.get(&key).cloned() else {
+            continue;
+        };
+        let ops: Vec<&str> = ids.iter().map(|&i| torch[i].op.as_str()).collect();
+        let Some(k) = repetitions(&ops) else {
+            continue;
+        };
+        let path = key_path(&key).to_string();
+        let calls = |keys: &mut dyn Iterator<Item = &GroupKey>| {
+            keys.filter(|g| key_path(g) == path).count()
+        };
+        let onnx_calls = calls(&mut onnx_groups.keys());
+        let torch_calls = calls(&mut torch_groups.keys());
+        if onnx_calls != torch_calls + k - 1 {
+            continue;
         }
-        let leaf_keys: Vec<GroupKey> = self
-            .torch_groups
+        let call = call_of(&key);
+        // Later calls of the module move up by the calls the run turns out to hold.
+        let later: Vec<GroupKey> = torch_groups
             .keys()
-            .filter(|k| self.is_leaf_group(k))
+            .filter(|g| key_path(g) == path && call_of(g) > call)
             .cloned()
             .collect();
-        for key in leaf_keys {
-            let Some(ids) = self.torch_groups.get(&key).cloned() else {
-                continue;
-            };
-            let ops: Vec<&str> = ids
-                .iter()
-                .map(|&i| self.torch.values[i].op.as_str())
-                .collect();
-            let Some(k) = repetitions(&ops) else {
-                continue;
-            };
-            let path = key_path(&key).to_string();
-            let calls = |keys: &mut dyn Iterator<Item = &GroupKey>| {
-                keys.filter(|g| key_path(g) == path).count()
-            };
-            let onnx_calls = calls(&mut self.onnx_groups.keys());
-            let torch_calls = calls(&mut self.torch_groups.keys());
-            if onnx_calls != torch_calls + k - 1 {
-                continue;
-            }
-            let call = call_of(&key);
-            // Later calls of the module move up by the calls the run turns out to hold.
-            let later: Vec<GroupKey> = self
-                .torch_groups
-                .keys()
-                .filter(|g| key_path(g) == path && call_of(g) > call)
-                .cloned()
-                .collect();
-            for old in later.into_iter().rev() {
-                let moved = self.torch_groups.remove(&old).unwrap_or_default();
-                self.torch_groups
-                    .insert(with_call(&old, call_of(&old) + k - 1), moved);
-            }
-            let period = ids.len() / k;
-            self.torch_groups.remove(&key);
-            for (n, chunk) in ids.chunks(period).enumerate() {
-                self.torch_groups
-                    .insert(with_call(&key, call + n), chunk.to_vec());
-            }
+        for old in later.into_iter().rev() {
+            let moved = torch_groups.remove(&old).unwrap_or_default();
+            torch_groups.insert(with_call(&old, call_of(&old) + k - 1), moved);
+        }
+        let period = ids.len() / k;
+        torch_groups.remove(&key);
+        for (n, chunk) in ids.chunks(period).enumerate() {
+            torch_groups.insert(with_call(&key, call + n), chunk.to_vec());
         }
     }
 }

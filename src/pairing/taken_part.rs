@@ -59,7 +59,7 @@ impl Pairer<'_> {
     /// pair takes the same part of twin inputs of one shape, when exactly one value of `held`
     /// takes each member's part. `None` when the parts do not tell them apart.
     pub(super) fn assignment_by_part(&self, group: &[usize], held: &[usize]) -> Option<Vec<usize>> {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let one_input = |v: &CapturedValue| v.inputs.first().copied();
         // Each member's input is scanned once per side and candidate.
         let numel = |v: usize| tv[v].shape.iter().product::<usize>();

@@ -1,4 +1,5 @@
-//! The fusion passes: one ONNX node that computes several TorchScript modules.
+//! Chains of modules one ONNX node computes, shared by the `fusion`, `fused_producer`,
+//! `scopeless` and `folded_affine` passes.
 //!
 //! Exporters and optimisers fold a module into its neighbour. The legacy exporter folds a
 //! BatchNorm into the Conv before it and keeps the conv's scope, and ONNX Runtime's saved
@@ -10,9 +11,9 @@
 //! folded into a node that alone held the first module's scope have no ONNX node of their
 //! own anywhere (`folded_without_a_trace`).
 
-use super::ops::{aten_name, compatible, folds_into_conv, torch_families};
+use super::ops::{aten_name, folds_into_conv};
 use super::scopes::key_path;
-use super::{same_shape, PairedBy, Pairer};
+use super::{same_shape, Pairer};
 
 /// The most modules one ONNX node is taken to compute after the one it is named for
 /// (Conv, BatchNorm, activation, and one more for a bias or clip).
@@ -35,12 +36,13 @@ impl Pairer<'_> {
     /// a functional op of a module with children (timm's BatchNormAct2d calls F.batch_norm,
     /// then its own `act`; a ConvGRU applies `torch.sigmoid` to its gate's conv, which ONNX
     /// Runtime fuses into a FusedConv), with the module path, in execution order.
-    fn module_outputs(&self) -> Vec<(usize, String)> {
-        let tv = &self.torch.values;
+    pub(super) fn module_outputs(&self) -> Vec<(usize, String)> {
+        let tv = &self.cx.torch.values;
         let mut outputs: Vec<(usize, String)> = self
+            .cx
             .torch_groups
             .iter()
-            .filter(|(k, _)| self.is_leaf_group(k))
+            .filter(|(k, _)| self.cx.is_leaf_group(k))
             .filter_map(|(k, ids)| {
                 self.representatives(k, ids)
                     .first()
@@ -48,9 +50,10 @@ impl Pairer<'_> {
             })
             .collect();
         outputs.extend(
-            self.torch_groups
+            self.cx
+                .torch_groups
                 .iter()
-                .filter(|(k, _)| !self.is_leaf_group(k))
+                .filter(|(k, _)| !self.cx.is_leaf_group(k))
                 .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, key_path(k).to_string())))
                 .filter(|&(id, _)| folds_into_conv(&tv[id].op) || is_activation(&tv[id].op)),
         );
@@ -58,62 +61,22 @@ impl Pairer<'_> {
         outputs
     }
 
-    /// A paired module whose ONNX node also computes the unpaired modules after it. The
-    /// chain of unpaired consumers is weighed as a whole, since a step of it (the
-    /// BatchNorm before a ReLU) can be further from the fused output than the one before.
-    /// Graphs without scopes need it as much: a simplifier folds each BatchNorm into its
-    /// Conv, and the global order, seeing conv and bn both fit a Conv, gives a branch's conv
-    /// one branch's Conv and its bn the next branch's (SK or Inception blocks run parallel
-    /// convs of one shape).
-    pub(super) fn fuse_consumers_into_node(&mut self) {
-        let outputs = self.module_outputs();
-        let starts: Vec<usize> = outputs.iter().map(|&(u, _)| u).collect();
-        self.prefetch_chains(&starts, &outputs);
-        for u in starts {
-            self.fuse_chain_after(u, &outputs);
-        }
-    }
-
-    /// The same rule for the pairs `pair_scopeless` made: ONNX Runtime's `FusedGemm` and
-    /// `FusedConv` (a Gemm or Conv with its activation, under a node name that records no
-    /// scope) meet the Linear or Conv only there, after `fuse_consumers_into_node` has run,
-    /// and they compute the activation after it (torchvision's `F.relu(self.fc6(x))`), not
-    /// the module's own output.
-    pub(super) fn fuse_consumers_into_scopeless(&mut self) {
-        let outputs = self.module_outputs();
-        // `scopeless` runs once, right before: its pairs are the ones stamped with its name.
-        let made: Vec<usize> = self
-            .state
-            .paired()
-            .into_iter()
-            .filter(|&t| {
-                self.state
-                    .get(t)
-                    .is_some_and(|m| m.by == PairedBy::Scopeless)
-            })
-            .collect();
-        self.prefetch_chains(&made, &outputs);
-        for u in made {
-            self.fuse_chain_after(u, &outputs);
-        }
-    }
-
     /// Weighs the chains after `starts` as they stand, several at once (a chain that a move
     /// before it changes is weighed again where it is met).
-    fn prefetch_chains(&self, starts: &[usize], outputs: &[(usize, String)]) {
+    pub(super) fn prefetch_chains(&self, starts: &[usize], outputs: &[(usize, String)]) {
         let pairs: Vec<(usize, usize)> = starts
             .iter()
             .filter_map(|&u| self.chain_after(u, outputs))
             .flat_map(|(o, chain)| chain.into_iter().map(move |t| (t, o)))
             .collect();
-        self.prefetch_distances(pairs);
+        self.cx.prefetch_distances(pairs);
     }
 
     /// The chain of open (or doubtful) module outputs after paired value `u`, each read
     /// from the one before and of the shape of `u`'s twin, with that twin; `None` when
     /// no module follows.
     fn chain_after(&self, u: usize, outputs: &[(usize, String)]) -> Option<(usize, Vec<usize>)> {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let o = self.state.twin(u)?;
         let mut chain = vec![u];
         while chain.len() <= MAX_FUSED_CHAIN {
@@ -135,11 +98,11 @@ impl Pairer<'_> {
     /// Weighs the chain of open (or doubtful) module outputs after paired value `u`, all
     /// read from the one before and of its twin's shape, and moves `u`'s pair to the one
     /// the twin's value computes.
-    fn fuse_chain_after(&mut self, u: usize, outputs: &[(usize, String)]) {
+    pub(super) fn fuse_chain_after(&mut self, u: usize, outputs: &[(usize, String)]) {
         let Some((o, chain)) = self.chain_after(u, outputs) else {
             return;
         };
-        let distances: Vec<f64> = chain.iter().map(|&t| self.distance(t, o)).collect();
+        let distances: Vec<f64> = chain.iter().map(|&t| self.cx.distance(t, o)).collect();
         let best = (0..chain.len())
             .min_by(|&a, &b| distances[a].total_cmp(&distances[b]).then(b.cmp(&a)))
             .expect("non-empty");
@@ -161,9 +124,9 @@ impl Pairer<'_> {
             .map_or("", |(_, p)| p.as_str());
         let reason = format!(
             "fused into ONNX node {} (compared after {path})",
-            self.onnx.values[o].node
+            self.cx.onnx.values[o].node
         );
-        self.move_down_chain(&chain[..=best], o, PairedBy::Fusion, &reason, certain);
+        self.move_down_chain(&chain[..=best], o, &reason, certain);
     }
 
     /// Whether TorchScript value `t`'s module left no ONNX value in its scope: the exporter
@@ -172,10 +135,11 @@ impl Pairer<'_> {
     /// a channel swap that the ReLU after it happens to hide (both channels negative) is a
     /// real fault at the BatchNorm, not a doubtful pair (`compare::evaluate`).
     fn folded_without_a_trace(&self, t: usize) -> bool {
-        self.torch_groups
+        self.cx
+            .torch_groups
             .iter()
             .find(|(_, ids)| ids.contains(&t))
-            .is_some_and(|(key, _)| super::subtree(&self.onnx_groups, key).is_empty())
+            .is_some_and(|(key, _)| super::subtree(&self.cx.onnx_groups, key).is_empty())
     }
 
     /// Whether TorchScript value `t` is still open, or holds a pair that the values chose
@@ -183,7 +147,7 @@ impl Pairer<'_> {
     fn open_or_doubtful(&self, t: usize) -> bool {
         match self.state.get(t) {
             None => !self.state.accounted(t),
-            Some(made) => !made.certain && self.distance(t, made.onnx) > DOUBTFUL,
+            Some(made) => !made.certain && self.cx.distance(t, made.onnx) > DOUBTFUL,
         }
     }
 
@@ -196,21 +160,19 @@ impl Pairer<'_> {
         &mut self,
         chain: &[usize],
         o: usize,
-        by: PairedBy,
         reason: &str,
         certain: bool,
     ) {
         let (u, v) = (chain[0], chain[chain.len() - 1]);
         self.state.unassign(u);
-        self.state.assign(v, o, by, certain);
-        let mut fused = self.state.fused_into.remove(&u).unwrap_or_default();
-        for &absorbed in &chain[..chain.len() - 1] {
-            fused.push(absorbed);
-            self.state
-                .reason
-                .insert(absorbed, (reason.to_string(), true));
+        self.state.assign(v, o, certain);
+        for absorbed in self.state.take_fused(u) {
+            self.state.fuse(absorbed, v);
         }
-        self.state.fused_into.insert(v, fused);
+        for &absorbed in &chain[..chain.len() - 1] {
+            self.state.fuse(absorbed, v);
+            self.state.leave(absorbed, reason, true);
+        }
     }
 
     /// Records unpaired TorchScript value `u` as fused into the ONNX node its consumer `v`
@@ -220,39 +182,11 @@ impl Pairer<'_> {
         let Some(o) = self.state.twin(v) else {
             return;
         };
-        self.state.fused_into.entry(v).or_default().push(u);
+        self.state.fuse(u, v);
         let reason = format!(
             "fused into ONNX node {} (compared after {v_path})",
-            self.onnx.values[o].node
+            self.cx.onnx.values[o].node
         );
-        self.state.reason.insert(u, (reason, true));
-    }
-
-    /// An unpaired conv whose consumer module is paired with a node of the conv's own kind
-    /// (a Conv carrying the BatchNorm's scope): the conv is fused into that node.
-    pub(super) fn fuse_producer_into_node(&mut self) {
-        if !self.onnx_has_scopes {
-            return;
-        }
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let outputs = self.module_outputs();
-        for &(u, _) in &outputs {
-            if self.state.is_paired(u) || self.state.accounted(u) {
-                continue;
-            }
-            let consumer = outputs
-                .iter()
-                .find(|&&(v, _)| tv[v].inputs.contains(&u) && self.state.is_paired(v));
-            let Some(&(v, ref v_path)) = consumer else {
-                continue;
-            };
-            let o = self.state.twin(v).expect("paired");
-            let conv = torch_families(&tv[u].op).contains(&"conv");
-            if conv && compatible(&tv[u].op, &ov[o].op) {
-                let v_path = v_path.clone();
-                self.state.rebind(v, o, PairedBy::FusedProducer, false);
-                self.fuse_into_consumer_node(u, v, &v_path);
-            }
-        }
+        self.state.leave(u, reason, true);
     }
 }

@@ -64,7 +64,7 @@ fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
 
 impl Pairer<'_> {
     pub(super) fn unpair_relaid_layout(&mut self) {
-        let consumers = consumers_of(&self.torch.values);
+        let consumers = consumers_of(&self.cx.torch.values);
         // Every uncertain layout pair is weighed by `is_apart_layout`.
         let layout_pairs: Vec<(usize, usize)> = self
             .state
@@ -72,11 +72,12 @@ impl Pairer<'_> {
             .into_iter()
             .filter_map(|t| self.state.get(t).map(|made| (t, made)))
             .filter(|(t, made)| {
-                !made.certain && is_layout(&self.torch.values[*t], &self.onnx.values[made.onnx])
+                !made.certain
+                    && is_layout(&self.cx.torch.values[*t], &self.cx.onnx.values[made.onnx])
             })
             .map(|(t, made)| (t, made.onnx))
             .collect();
-        self.prefetch_distances(layout_pairs);
+        self.cx.prefetch_distances(layout_pairs);
         let relaid: Vec<usize> = self
             .state
             .paired()
@@ -87,14 +88,14 @@ impl Pairer<'_> {
             self.state.unassign(t);
             let reason = "a layout op whose arrangement ONNX merged into another layout op (the \
                           data it passes on agrees where it is used)";
-            self.state.reason.insert(t, (reason.to_string(), true));
+            self.state.leave(t, reason.to_string(), true);
         }
     }
 
     /// Whether paired TorchScript value `t` is a layout op that differs from its twin while
     /// the values around it agree.
     fn is_relaid_layout(&self, t: usize, consumers: &[Vec<usize>]) -> bool {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         if !self.is_apart_layout(t) {
             return false;
         }
@@ -103,7 +104,10 @@ impl Pairer<'_> {
         // leaves several such pairs in a row, each seeming to confirm the next: look through
         // them to the values the chain starts from and feeds.
         let has_twin = |u: usize| self.twin(u).is_some() && !self.is_apart_layout(u);
-        let agrees = |u: usize| self.twin(u).is_some_and(|o| self.distance(u, o) < AGREES);
+        let agrees = |u: usize| {
+            self.twin(u)
+                .is_some_and(|o| self.cx.distance(u, o) < AGREES)
+        };
         let (before, computed_between) = nearest_paired(
             &tv[t].inputs,
             |u| tv[u].inputs.clone(),
@@ -123,7 +127,7 @@ impl Pairer<'_> {
         // at rounding.
         let carried = before
             .iter()
-            .filter_map(|&u| self.twin(u).map(|o| self.distance(u, o)))
+            .filter_map(|&u| self.twin(u).map(|o| self.cx.distance(u, o)))
             .fold(0.0, f64::max);
         !before.is_empty()
             && before.iter().all(|&u| agrees(u))
@@ -139,7 +143,10 @@ impl Pairer<'_> {
             return false;
         };
         let limit = (2.0 * carried).clamp(ROUNDING, AGREES);
-        match (self.torch.values[t].data(), self.onnx.values[o].data()) {
+        match (
+            self.cx.torch.values[t].data(),
+            self.cx.onnx.values[o].data(),
+        ) {
             (Ok(reference), Ok(test)) => holds_same_values(&reference, &test, limit),
             _ => false,
         }
@@ -151,8 +158,8 @@ impl Pairer<'_> {
         let (Some(ov), Some(ot)) = (self.twin(v), self.twin(t)) else {
             return false;
         };
-        let d = self.distance(v, ov);
-        d < AGREES && d * MARGIN <= self.distance(t, ot)
+        let d = self.cx.distance(v, ov);
+        d < AGREES && d * MARGIN <= self.cx.distance(t, ot)
     }
 
     /// Whether paired TorchScript value `t` is a layout op that no structure made certain
@@ -160,8 +167,8 @@ impl Pairer<'_> {
     fn is_apart_layout(&self, t: usize) -> bool {
         self.state.get(t).is_some_and(|made| {
             !made.certain
-                && is_layout(&self.torch.values[t], &self.onnx.values[made.onnx])
-                && self.distance(t, made.onnx) >= AGREES
+                && is_layout(&self.cx.torch.values[t], &self.cx.onnx.values[made.onnx])
+                && self.cx.distance(t, made.onnx) >= AGREES
         })
     }
 }

@@ -14,16 +14,18 @@
 //! calls inside are accounted by scope already (`scoped::leave_group`); this covers the
 //! functional ops of a loop body or branch (`x + 0.5 * y`), which have no scope to look up.
 
-use super::fused_nodes::nearest_consumer_twins;
-use super::{consumers_of, Pairer};
+use super::super::fused_nodes::nearest_consumer_twins;
+use super::super::{consumers_of, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 
 /// ONNX ops whose values inside stay in a subgraph once the rewrite has run.
 const CONTROL_FLOW_OPS: &[&str] = &["Loop", "If", "Scan"];
 
 impl Pairer<'_> {
-    pub(super) fn account_kept_control_flow(&mut self) {
+    fn account_kept_control_flow(&mut self) {
         let open = self.open_representatives();
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let consumers = consumers_of(tv);
         for t in open.iter().map(|o| o.id) {
             if self.state.is_paired(t) || self.state.accounted(t) {
@@ -45,7 +47,19 @@ impl Pairer<'_> {
                 "not compared: computed inside ONNX {} node {}, which keeps its subgraph (coverage.uncapturable says why); only that node's result is compared",
                 ov[node].op, ov[node].node
             );
-            self.state.reason.insert(t, (reason, false));
+            self.state.leave(t, reason, false);
         }
+    }
+}
+
+pub(super) struct KeptControlFlow;
+
+impl Pass for KeptControlFlow {
+    fn name(&self) -> &'static str {
+        "kept_control_flow"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.account_kept_control_flow();
     }
 }

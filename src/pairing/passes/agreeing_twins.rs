@@ -15,10 +15,12 @@
 //! with it closely; the value that held it is left open for the passes after. A real fault
 //! agrees with no value, so it keeps its pair and fails where it is.
 
-use super::dataflow::{computed_from_all, nearest_producer_twins};
-use super::ops::{compatible, onnx_families, torch_families};
-use super::AGREES;
-use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::super::ops::{compatible, onnx_families, torch_families};
+use super::super::wiring::{computed_from_all, nearest_producer_twins};
+use super::super::AGREES;
+use super::super::{is_layer_candidate, same_shape, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 use crate::capture::CapturedValue;
 
 /// The data inputs of ONNX value `o` (not its shape or index operands).
@@ -36,23 +38,23 @@ fn is_layout(ov: &[CapturedValue], o: usize) -> bool {
 }
 
 impl Pairer<'_> {
-    pub(super) fn repair_by_agreement(&mut self) {
-        if !self.onnx_has_scopes {
+    fn repair_by_agreement(&mut self) {
+        if !self.cx.onnx_has_scopes {
             return;
         }
         let groups = self.op_groups();
         // Every uncertain pair of a representative is weighed first.
         let weighed: Vec<(usize, usize)> = groups
             .iter()
-            .filter(|(key, _)| self.onnx_groups.contains_key(key))
+            .filter(|(key, _)| self.cx.onnx_groups.contains_key(key))
             .flat_map(|(key, ids)| self.representatives(key, ids))
             .filter_map(|t| self.state.get(t).map(|made| (t, made)))
             .filter(|(_, made)| !made.certain)
             .map(|(t, made)| (t, made.onnx))
             .collect();
-        self.prefetch_distances(weighed);
+        self.cx.prefetch_distances(weighed);
         for (key, ids) in groups {
-            let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
+            let Some(o_ids) = self.cx.onnx_groups.get(&key).cloned() else {
                 continue;
             };
             // A second round gives a value whose twin a later value took back its own.
@@ -69,9 +71,9 @@ impl Pairer<'_> {
     /// The ONNX value of `o_ids` that TorchScript value `t` should hold instead of its
     /// failing twin, if exactly one clearly fits.
     fn agreeing_twin(&self, t: usize, o_ids: &[usize]) -> Option<usize> {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let held = match self.state.get(t) {
-            Some(made) if made.certain || self.distance(t, made.onnx) < AGREES => return None,
+            Some(made) if made.certain || self.cx.distance(t, made.onnx) < AGREES => return None,
             Some(made) => Some(made.onnx),
             None if self.state.accounted(t) => return None,
             None => None,
@@ -81,7 +83,7 @@ impl Pairer<'_> {
             Some(other) => self
                 .state
                 .get(other)
-                .is_some_and(|m| !m.certain && self.distance(other, c) >= AGREES),
+                .is_some_and(|m| !m.certain && self.cx.distance(other, c) >= AGREES),
         };
         let kind = |c: usize| {
             compatible(&tv[t].op, &ov[c].op)
@@ -90,7 +92,7 @@ impl Pairer<'_> {
         };
         // A producer's twin that is a layout node may have been moved below this value:
         // the value is then computed from that node's inputs instead.
-        let needed: Vec<usize> = nearest_producer_twins(self.torch, |u| self.twin(u), t)
+        let needed: Vec<usize> = nearest_producer_twins(self.cx.torch, |u| self.twin(u), t)
             .into_iter()
             .flat_map(|n| {
                 if is_layout(ov, n) {
@@ -106,7 +108,7 @@ impl Pairer<'_> {
             .filter(|&c| {
                 Some(c) != held
                     && is_layer_candidate(&ov[c])
-                    && !self.state.undone.contains(&(t, c))
+                    && !self.state.was_undone(t, c)
                     && same_shape(&tv[t], &ov[c])
                     && kind(c)
                     && movable(c)
@@ -114,24 +116,36 @@ impl Pairer<'_> {
             })
             .collect();
         self.clearly_closest(t, &candidates)
-            .filter(|&c| self.distance(t, c) < AGREES)
+            .filter(|&c| self.cx.distance(t, c) < AGREES)
     }
 
     /// Moves `t`'s pair to `c`; the value that held `c` is left open.
     fn move_to_agreeing(&mut self, t: usize, c: usize) {
         if let Some(other) = self.state.holder(c) {
             self.state.unassign(other);
-            self.state.off_dataflow.remove(&other);
+            self.state.back_on_dataflow(other);
             let reason = format!(
                 "its ONNX twin by order, {}, agrees with another value of its call",
-                self.onnx.values[c].node
+                self.cx.onnx.values[c].node
             );
             // A layout op left without a twin computes nothing to compare (the optimiser
             // merged it into another); any other value counts as missing.
-            let layout = torch_families(&self.torch.values[other].op).contains(&"layout");
-            self.state.reason.insert(other, (reason, layout));
+            let layout = torch_families(&self.cx.torch.values[other].op).contains(&"layout");
+            self.state.leave(other, reason, layout);
         }
-        self.state.off_dataflow.remove(&t);
-        self.state.rebind(t, c, PairedBy::AgreeingTwins, false);
+        self.state.back_on_dataflow(t);
+        self.state.rebind(t, c, false);
+    }
+}
+
+pub(super) struct AgreeingTwins;
+
+impl Pass for AgreeingTwins {
+    fn name(&self) -> &'static str {
+        "agreeing_twins"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.repair_by_agreement();
     }
 }

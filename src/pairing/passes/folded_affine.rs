@@ -12,8 +12,10 @@
 //! chain the node computes, so no pair made here is certain. A planted fault in the weights
 //! still fails: the node then matches no value of the chain.
 
-use super::ops::{onnx_families, torch_families, vanishes_in_onnx};
-use super::{constant_values, consumers_of, is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::super::ops::{onnx_families, torch_families, vanishes_in_onnx};
+use super::super::{constant_values, consumers_of, is_layer_candidate, same_shape, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 use crate::capture::CapturedValue;
 
 /// The most constant ops one weighted node is taken to absorb (a scale, then a shift).
@@ -67,9 +69,9 @@ fn applies_constant_to(v: &CapturedValue, from: usize, constant: &[bool]) -> boo
 }
 
 impl Pairer<'_> {
-    pub(super) fn fold_constant_consumers(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
-        let constant = constant_values(self.torch);
+    fn fold_constant_consumers(&mut self) {
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
+        let constant = constant_values(self.cx.torch);
         let consumers = consumers_of(tv);
         for u in self.state.paired() {
             let Some(o) = self.state.twin(u) else {
@@ -113,7 +115,7 @@ impl Pairer<'_> {
             if chain.len() == 1 {
                 continue;
             }
-            let distances: Vec<f64> = chain.iter().map(|&t| self.distance(t, o)).collect();
+            let distances: Vec<f64> = chain.iter().map(|&t| self.cx.distance(t, o)).collect();
             if distances[0] < AGREES {
                 continue;
             }
@@ -128,7 +130,19 @@ impl Pairer<'_> {
                 "fused into ONNX node {} (compared after the constant {} it absorbed)",
                 ov[o].node, tv[v].op
             );
-            self.move_down_chain(&chain[..=best], o, PairedBy::FoldedAffine, &reason, false);
+            self.move_down_chain(&chain[..=best], o, &reason, false);
         }
+    }
+}
+
+pub(super) struct FoldedAffine;
+
+impl Pass for FoldedAffine {
+    fn name(&self) -> &'static str {
+        "folded_affine"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.fold_constant_consumers();
     }
 }

@@ -15,14 +15,16 @@
 //! of the output's shape; with a Softmax fault the values no longer pointed at the MatMul
 //! after the Softmax, and the fault was reported at the scores.
 
-use super::dataflow::computed_from_all;
-use super::ops::onnx_families;
-use super::relaid_layout::computes_nothing;
-use super::{compatible, consumers_of, is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::super::ops::onnx_families;
+use super::super::relaid::computes_nothing;
+use super::super::wiring::computed_from_all;
+use super::super::{compatible, consumers_of, is_layer_candidate, same_shape, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 
 impl Pairer<'_> {
-    pub(super) fn complete_decompositions(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+    fn complete_decompositions(&mut self) {
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let consumers = consumers_of(ov);
         for t in self.state.paired() {
             let Some(o) = self.state.twin(t) else {
@@ -37,19 +39,19 @@ impl Pairer<'_> {
             let Some(c) = completing else {
                 continue;
             };
-            let here = self.distance(t, c);
-            if here >= self.distance(t, o) {
+            let here = self.cx.distance(t, c);
+            if here >= self.cx.distance(t, o) {
                 continue;
             }
             // The completing node may hold a later value that the order shifted onto it;
             // the closer value takes it, and the other is left for the steps after this.
             if let Some(h) = self.state.holder(c) {
-                if self.distance(h, c) <= here {
+                if self.cx.distance(h, c) <= here {
                     continue;
                 }
                 self.state.unassign(h);
             }
-            self.state.rebind(t, c, PairedBy::DecomposedOp, false);
+            self.state.rebind(t, c, false);
         }
         self.complete_for_layout_readers();
     }
@@ -57,7 +59,7 @@ impl Pairer<'_> {
     /// The structural rule of the module doc: a pair not certain, whose TorchScript value has
     /// one reader, a layout op, moves to the computing node that reader's twin reads.
     fn complete_for_layout_readers(&mut self) {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let readers = consumers_of(tv);
         for t in self.state.paired() {
             let Some(made) = self.state.get(t).filter(|m| !m.certain) else {
@@ -78,7 +80,7 @@ impl Pairer<'_> {
             {
                 continue;
             }
-            self.state.rebind(t, c, PairedBy::DecomposedOp, false);
+            self.state.rebind(t, c, false);
         }
     }
 }
@@ -99,4 +101,16 @@ fn computing_source(ov: &[crate::capture::CapturedValue], mut o: usize) -> usize
         }
     }
     o
+}
+
+pub(super) struct DecomposedOp;
+
+impl Pass for DecomposedOp {
+    fn name(&self) -> &'static str {
+        "decomposed_op"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.complete_decompositions();
+    }
 }

@@ -16,11 +16,13 @@
 //! relaid op changes its values, so the op is not accounted and the fault shows at the next
 //! compared layer.
 
-use super::dataflow::{computed_from_all, nearest_producer_twins};
-use super::ops::{compatible, torch_families};
-use super::rearranged::holds_same_values;
-use super::{is_layer_candidate, Pairer};
-use super::{AGREES, ROUNDING};
+use super::super::ops::{compatible, torch_families};
+use super::super::rearranged::holds_same_values;
+use super::super::wiring::{computed_from_all, nearest_producer_twins};
+use super::super::{is_layer_candidate, Pairer};
+use super::super::{PairCx, PairState};
+use super::super::{AGREES, ROUNDING};
+use super::Pass;
 use std::collections::{HashMap, HashSet};
 
 /// Whether shape `b` is shape `a` with its dims in some order.
@@ -32,28 +34,28 @@ fn same_dims(a: &[usize], b: &[usize]) -> bool {
 }
 
 impl Pairer<'_> {
-    pub(super) fn account_relaid_computations(&mut self) {
-        if !self.onnx_has_scopes {
+    fn account_relaid_computations(&mut self) {
+        if !self.cx.onnx_has_scopes {
             return;
         }
         // Relaid values stand for their twins in the chain after them: the next link is
         // computed from the relaid ONNX value, not from the last compared one.
         let mut relaid: HashMap<usize, usize> = HashMap::new();
         for (key, ids) in self.op_groups() {
-            let Some(o_ids) = self.onnx_groups.get(&key).cloned() else {
+            let Some(o_ids) = self.cx.onnx_groups.get(&key).cloned() else {
                 continue;
             };
             for t in self.representatives(&key, &ids) {
                 if let Some(c) = self.relaid_twin(t, &o_ids, &relaid) {
                     self.state.unassign(t);
-                    self.state.off_dataflow.remove(&t);
+                    self.state.back_on_dataflow(t);
                     let reason = format!(
                         "ONNX computes it in another layout ({} holds its values with the dims \
                          in another order, an optimiser moved a Transpose past it); its data is \
                          compared where the layout is restored",
-                        self.onnx.values[c].node
+                        self.cx.onnx.values[c].node
                     );
-                    self.state.reason.insert(t, (reason, true));
+                    self.state.leave(t, reason, true);
                     relaid.insert(t, c);
                 }
             }
@@ -73,17 +75,17 @@ impl Pairer<'_> {
         o_ids: &[usize],
         relaid: &HashMap<usize, usize>,
     ) -> Option<usize> {
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         if torch_families(&tv[t].op).contains(&"layout") || torch_families(&tv[t].op).is_empty() {
             return None;
         }
         match self.state.get(t) {
-            Some(made) if made.certain || self.distance(t, made.onnx) < AGREES => return None,
+            Some(made) if made.certain || self.cx.distance(t, made.onnx) < AGREES => return None,
             None if self.state.accounted(t) => return None,
             _ => {}
         }
         let twin = |u: usize| self.trusted_twin(u, relaid);
-        let needed = nearest_producer_twins(self.torch, twin, t);
+        let needed = nearest_producer_twins(self.cx.torch, twin, t);
         if needed.is_empty() {
             return None;
         }
@@ -125,8 +127,8 @@ impl Pairer<'_> {
         let made = self.state.get(u);
         let apart_layout = made.is_some_and(|m| {
             !m.certain
-                && torch_families(&self.torch.values[u].op) == ["layout"]
-                && self.distance(u, m.onnx) >= AGREES
+                && torch_families(&self.cx.torch.values[u].op) == ["layout"]
+                && self.cx.distance(u, m.onnx) >= AGREES
         });
         if apart_layout {
             return None;
@@ -138,7 +140,7 @@ impl Pairer<'_> {
     /// compared with nothing, so the walk looks through them to the values the chain starts
     /// from).
     fn carried_in(&self, t: usize, relaid: &HashMap<usize, usize>) -> f64 {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         let mut worst = 0.0f64;
         let mut seen = HashSet::new();
         let mut stack = tv[t].inputs.clone();
@@ -150,10 +152,22 @@ impl Pairer<'_> {
                 .trusted_twin(u, relaid)
                 .filter(|_| !relaid.contains_key(&u))
             {
-                Some(o) => worst = worst.max(self.distance(u, o)),
+                Some(o) => worst = worst.max(self.cx.distance(u, o)),
                 None => stack.extend(&tv[u].inputs),
             }
         }
         worst
+    }
+}
+
+pub(super) struct RelaidComputation;
+
+impl Pass for RelaidComputation {
+    fn name(&self) -> &'static str {
+        "relaid_computation"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.account_relaid_computations();
     }
 }

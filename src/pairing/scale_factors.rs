@@ -1,27 +1,16 @@
-//! A value that ONNX holds multiplied by a constant factor (one, or one per channel), the
-//! factor folded into the weights of the nodes that read it.
-//!
-//! A simplifier may move a constant factor across a linear op: onnxsim drops the `* 0.5`
-//! that ends a GELU's decomposition and halves the next Conv's weights instead, so the
-//! GELU's last ONNX value is twice PyTorch's at every element while both graphs are right;
-//! a simplifier folds an RMSNorm's weight into the MatMul after it, so the norm's last ONNX
-//! value is PyTorch's divided by that weight, channel by channel (along the axis the
-//! reader's weights index).
-//! Exact proportionality is no coincidence of rounding, and only a reader
-//! with weights can have absorbed it, so such a pair is unpaired and counted as covered (its
-//! data is compared where it is used: a wrong factor shows at the reader). Nodes with
-//! weights of their own are never unpaired here: a planted scale on their weights yields
-//! the same proportionality, and it is a fault.
+//! The constant factors a value may hold against its twin (one, or one per channel) and
+//! whether a reader's weights could have absorbed them: the arithmetic of the
+//! `folded_scale` and `attention_scale` passes.
 
 use super::lanes::{for_each_lane, max_of, LANES};
 use super::ops::onnx_families;
 use super::wide_scan;
-use super::{consumers_of, Pairer};
+use super::Pairer;
 use crate::capture::tensor::{HostTensor, TensorData};
 use crate::capture::{CapturedValue, ValueRole};
 
 /// How far from 1 a factor must be to be a factor, not rounding.
-const NOT_ONE: f64 = 1e-3;
+pub(super) const NOT_ONE: f64 = 1e-3;
 
 /// The largest deviation from exact proportionality, relative to the value's range, still
 /// taken as exact (float32 rounding through a decomposition).
@@ -175,44 +164,12 @@ fn weighted_axis(readers: &[&str], rank: usize) -> Option<usize> {
     }
 }
 
-impl Pairer<'_> {
-    pub(super) fn unpair_folded_scale(&mut self) {
-        let ov = &self.onnx.values;
-        let readers_of = consumers_of(ov);
-        let candidates: Vec<(usize, usize)> = self
-            .state
-            .paired()
-            .into_iter()
-            .filter_map(|t| self.state.get(t).map(|made| (t, made.onnx)))
-            .filter(|&(_, o)| could_be_folded(ov, o, &readers_of[o]))
-            .collect();
-        for (t, o) in candidates {
-            let readers: Vec<&str> = readers_of[o].iter().map(|&r| ov[r].op.as_str()).collect();
-            let Some(k) = fitted_factors(&ov[o], &self.torch.values[t], &readers) else {
-                continue;
-            };
-            if k.iter().all(|k| (k - 1.0).abs() < NOT_ONE) {
-                continue;
-            }
-            self.state.unassign(t);
-            let factor = match k[..] {
-                [k] => format!("times {k:.4}"),
-                _ => "times a factor per channel".to_string(),
-            };
-            let reason = format!(
-                "ONNX holds it {factor}, folded into the weights of {} (its data is compared \
-                 where that node's output is)",
-                ov[readers_of[o][0]].node
-            );
-            self.state.reason.insert(t, (reason, true));
-        }
-    }
-}
+impl Pairer<'_> {}
 
 /// Whether ONNX value `o` could carry a factor its `readers` absorbed: it is not itself
 /// computed with weights, and every reader is a Conv, MatMul or Mul whose other operands
 /// are constants (an attention's MatMul of two activations absorbs nothing).
-fn could_be_folded(ov: &[CapturedValue], o: usize, readers: &[usize]) -> bool {
+pub(super) fn could_be_folded(ov: &[CapturedValue], o: usize, readers: &[usize]) -> bool {
     !families_include(&ov[o].op, &["conv", "matmul", "norm"])
         && !readers.is_empty()
         && readers.iter().all(|&r| {
@@ -225,7 +182,7 @@ fn could_be_folded(ov: &[CapturedValue], o: usize, readers: &[usize]) -> bool {
 
 /// The factors that make ONNX value `test` TorchScript's `reference`: one for all elements,
 /// or else one per channel of the axis the readers' weights index.
-fn fitted_factors(
+pub(super) fn fitted_factors(
     test: &CapturedValue,
     reference: &CapturedValue,
     reader_ops: &[&str],

@@ -12,10 +12,12 @@
 //! fault planted on the projection scales it by another factor (or not exactly), and the
 //! attention it feeds disagrees, so it keeps its pair and fails.
 
-use super::folded_scale::single_factor;
-use super::ops::{torch_families, vanishes_in_onnx};
-use super::AGREES;
-use super::{consumers_of, Pairer};
+use super::super::ops::{torch_families, vanishes_in_onnx};
+use super::super::scale_factors::single_factor;
+use super::super::AGREES;
+use super::super::{consumers_of, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 
 /// The attention op whose scale a simplifier can fold into its query or key.
 const ATTENTION: &str = "aten::scaled_dot_product_attention";
@@ -24,8 +26,8 @@ const ATTENTION: &str = "aten::scaled_dot_product_attention";
 const SAME_FACTOR: f64 = 1e-4;
 
 impl Pairer<'_> {
-    pub(super) fn unpair_folded_attention_scale(&mut self) {
-        let tv = &self.torch.values;
+    fn unpair_folded_attention_scale(&mut self) {
+        let tv = &self.cx.torch.values;
         let consumers = consumers_of(tv);
         let mut folded = Vec::new();
         for t in self.state.paired() {
@@ -33,7 +35,7 @@ impl Pairer<'_> {
                 continue;
             };
             let o = self.state.twin(t).expect("paired");
-            let (Ok(test), Ok(reference)) = (self.onnx.values[o].data(), tv[t].data()) else {
+            let (Ok(test), Ok(reference)) = (self.cx.onnx.values[o].data(), tv[t].data()) else {
                 continue;
             };
             let Some(k) = single_factor(&test, &reference) else {
@@ -52,14 +54,14 @@ impl Pairer<'_> {
                 "ONNX holds it times {k:.4}, the scale of the attention it feeds, folded into \
                  its weights by a simplifier (its data is compared at the attention's output)"
             );
-            self.state.reason.insert(t, (reason, true));
+            self.state.leave(t, reason, true);
         }
     }
 
     /// The default scale `1/sqrt(d)` of the attention that TorchScript value `t` reaches as
     /// its query or key through layout ops alone, when that attention's pair agrees.
     fn attention_scale_reached(&self, t: usize, consumers: &[Vec<usize>]) -> Option<f64> {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         let passes_on = |op: &str| torch_families(op) == ["layout"] || vanishes_in_onnx(op);
         let mut v = t;
         loop {
@@ -71,7 +73,7 @@ impl Pairer<'_> {
                 let agrees = self
                     .state
                     .twin(next)
-                    .is_some_and(|o| self.distance(next, o) < AGREES);
+                    .is_some_and(|o| self.cx.distance(next, o) < AGREES);
                 let d = *tv[v].shape.last()? as f64;
                 return (position < 2 && agrees && d > 0.0).then(|| 1.0 / d.sqrt());
             }
@@ -80,5 +82,17 @@ impl Pairer<'_> {
             }
             v = next;
         }
+    }
+}
+
+pub(super) struct AttentionScale;
+
+impl Pass for AttentionScale {
+    fn name(&self) -> &'static str {
+        "attention_scale"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.unpair_folded_attention_scale();
     }
 }

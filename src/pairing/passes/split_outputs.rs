@@ -18,9 +18,11 @@
 //! must agree with the piece (it is a copy of a part of one tensor). A choice is never
 //! certain.
 
-use super::dataflow::{computed_from_all, nearest_producer_twins};
-use super::ops::onnx_families;
-use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
+use super::super::ops::onnx_families;
+use super::super::wiring::{computed_from_all, nearest_producer_twins};
+use super::super::{is_layer_candidate, same_shape, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 
 /// A piece is a copy of part of its producer, so its twin agrees with it to rounding: a
 /// lone candidate further off than this relative distance is another value of that shape
@@ -28,15 +30,16 @@ use super::{is_layer_candidate, same_shape, PairedBy, Pairer};
 const COPY_AGREES: f64 = 1e-2;
 
 impl Pairer<'_> {
-    pub(super) fn pair_split_outputs(&mut self) {
-        if !self.onnx_has_scopes {
+    fn pair_split_outputs(&mut self) {
+        if !self.cx.onnx_has_scopes {
             return;
         }
-        let (tv, ov) = (&self.torch.values, &self.onnx.values);
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
         let pieces: Vec<(usize, String)> = self
+            .cx
             .torch_groups
             .iter()
-            .filter(|(k, _)| !self.is_leaf_group(k))
+            .filter(|(k, _)| !self.cx.is_leaf_group(k))
             .flat_map(|(k, ids)| ids.iter().map(move |&id| (id, k.clone())))
             .filter(|&(id, _)| self.is_split_piece(id))
             .collect();
@@ -44,11 +47,12 @@ impl Pairer<'_> {
             if self.state.is_paired(t) {
                 continue;
             }
-            let producers = nearest_producer_twins(self.torch, |u| self.twin(u), t);
+            let producers = nearest_producer_twins(self.cx.torch, |u| self.twin(u), t);
             if producers.is_empty() {
                 continue;
             }
             let candidates: Vec<usize> = self
+                .cx
                 .onnx_groups
                 .get(&key)
                 .into_iter()
@@ -71,9 +75,9 @@ impl Pairer<'_> {
                 .collect();
             let chosen = self
                 .clearly_closest(t, &candidates)
-                .filter(|&c| self.distance(t, c) < COPY_AGREES);
+                .filter(|&c| self.cx.distance(t, c) < COPY_AGREES);
             if let Some(c) = chosen {
-                self.state.assign(t, c, PairedBy::SplitOutputs, false);
+                self.state.assign(t, c, false);
             }
         }
     }
@@ -82,7 +86,7 @@ impl Pairer<'_> {
     /// producer, holding more elements than the piece (a list of a module's own results
     /// unpacks whole tensors).
     fn is_split_piece(&self, t: usize) -> bool {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         let v = &tv[t];
         let numel = |s: &[usize]| s.iter().product::<usize>();
         v.op == "prim::ListUnpack"
@@ -91,5 +95,17 @@ impl Pairer<'_> {
                 [p] => p < tv.len() && numel(&tv[p].shape) > numel(&v.shape),
                 _ => false,
             }
+    }
+}
+
+pub(super) struct SplitOutputs;
+
+impl Pass for SplitOutputs {
+    fn name(&self) -> &'static str {
+        "split_outputs"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.pair_split_outputs();
     }
 }

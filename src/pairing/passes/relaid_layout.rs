@@ -18,11 +18,13 @@
 //! no permutation of axes does, so the proof fails and the pair is compared (and fails there,
 //! at the right module).
 
-use super::ops::{compatible, onnx_families};
-use super::permuted_axes::holds_permuted_axes;
-use super::relaid_layout::{computes_nothing, nearest_paired};
-use super::Pairer;
-use super::{AGREES, ROUNDING};
+use super::super::ops::{compatible, onnx_families};
+use super::super::permuted_axes::holds_permuted_axes;
+use super::super::relaid::{computes_nothing, nearest_paired};
+use super::super::Pairer;
+use super::super::{PairCx, PairState};
+use super::super::{AGREES, ROUNDING};
+use super::Pass;
 use std::collections::HashSet;
 
 fn is_layout_node(op: &str) -> bool {
@@ -30,7 +32,7 @@ fn is_layout_node(op: &str) -> bool {
 }
 
 impl Pairer<'_> {
-    pub(super) fn unpair_relaid_outputs(&mut self) {
+    fn unpair_relaid_outputs(&mut self) {
         let relaid: Vec<usize> = self
             .state
             .paired()
@@ -42,7 +44,7 @@ impl Pairer<'_> {
             let reason = "its output is held by ONNX only in another arrangement (a layout \
                           node an optimiser merged; the data it passes on is compared where \
                           it is used)";
-            self.state.reason.insert(t, (reason.to_string(), true));
+            self.state.leave(t, reason.to_string(), true);
         }
     }
 
@@ -50,14 +52,14 @@ impl Pairer<'_> {
     /// is a rearrangement of the output of a node of `t`'s kind: `t`'s tensor with its axes
     /// permuted.
     fn is_relaid_output(&self, t: usize) -> bool {
-        let tv = &self.torch.values;
+        let tv = &self.cx.torch.values;
         let Some(o) = self.twin(t) else {
             return false;
         };
         if computes_nothing(&tv[t])
-            || !is_layout_node(&self.onnx.values[o].op)
+            || !is_layout_node(&self.cx.onnx.values[o].op)
             || !self.rearranges_a_node_of_kind(o, &tv[t].op)
-            || self.distance(t, o) < AGREES
+            || self.cx.distance(t, o) < AGREES
         {
             return false;
         }
@@ -69,14 +71,14 @@ impl Pairer<'_> {
         );
         let distances: Vec<f64> = before
             .iter()
-            .filter_map(|&u| self.twin(u).map(|ou| self.distance(u, ou)))
+            .filter_map(|&u| self.twin(u).map(|ou| self.cx.distance(u, ou)))
             .collect();
         if before.is_empty() || computed_between || distances.iter().any(|&d| d >= AGREES) {
             return false;
         }
         let carried = distances.iter().copied().fold(0.0, f64::max);
         let limit = (2.0 * carried + ROUNDING).min(AGREES);
-        match (tv[t].data(), self.onnx.values[o].data()) {
+        match (tv[t].data(), self.cx.onnx.values[o].data()) {
             (Ok(reference), Ok(test)) => holds_permuted_axes(&reference, &test, limit),
             _ => false,
         }
@@ -85,7 +87,7 @@ impl Pairer<'_> {
     /// Whether ONNX value `o` is computed, through layout nodes only, from nodes that all
     /// compute what `torch_op` does (and at least one such node).
     fn rearranges_a_node_of_kind(&self, o: usize, torch_op: &str) -> bool {
-        let values = &self.onnx.values;
+        let values = &self.cx.onnx.values;
         let (mut sources, mut seen, mut stack) = (0, HashSet::new(), vec![o]);
         while let Some(v) = stack.pop() {
             // Integer inputs are a Reshape's target shape or a Gather's indices, not data.
@@ -101,5 +103,19 @@ impl Pairer<'_> {
             }
         }
         sources > 0
+    }
+}
+
+pub(super) struct RelaidLayout;
+
+impl Pass for RelaidLayout {
+    fn name(&self) -> &'static str {
+        "relaid_layout"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        let mut p = Pairer { cx, state };
+        p.unpair_relaid_outputs();
+        p.unpair_relaid_layout();
     }
 }

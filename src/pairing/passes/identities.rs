@@ -20,12 +20,14 @@
 //! that input, element for element, is taken: an op of two computed values (a mask added to
 //! attention scores) is real computation even where it happens to change nothing.
 
-use super::ops::aten_name;
-use super::{is_layer_candidate, relative_distance, Pairer};
+use super::super::ops::aten_name;
+use super::super::{is_layer_candidate, relative_distance, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
 
 impl Pairer<'_> {
-    pub(super) fn mark_identities(&mut self) {
-        let tv = &self.torch.values;
+    fn mark_identities(&mut self) {
+        let tv = &self.cx.torch.values;
         let identities: Vec<(usize, usize)> = tv
             .iter()
             .filter(|v| is_layer_candidate(v) && (selects(&v.op) || by_constant(v, tv)))
@@ -43,8 +45,8 @@ impl Pairer<'_> {
                 "equals its input {} (an identity the exporter drops)",
                 tv[input].name
             );
-            self.state.identities.insert(t);
-            self.state.reason.insert(t, (reason, true));
+            self.state.mark_identity(t);
+            self.state.leave(t, reason, true);
         }
     }
 }
@@ -84,5 +86,17 @@ fn equals(input: &crate::capture::CapturedValue, v: &crate::capture::CapturedVal
     match (input.data(), v.data()) {
         (Ok(a), Ok(b)) => relative_distance(&b, &a) == 0.0,
         _ => false,
+    }
+}
+
+pub(super) struct Identities;
+
+impl Pass for Identities {
+    fn name(&self) -> &'static str {
+        "identities"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.mark_identities();
     }
 }

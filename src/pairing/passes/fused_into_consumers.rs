@@ -1,0 +1,72 @@
+//! The `fused_into_consumers` pass: values whose consumers all meet one scope-less fused
+//! node were fused into it, covered; see `fused_nodes`.
+
+use super::super::fused_nodes::nearest_consumer_twins;
+use super::super::fused_nodes::Open;
+use super::super::wiring::{computed_from_all, nearest_producer_twins};
+use super::super::{consumers_of, Pairer};
+use super::super::{PairCx, PairState};
+use super::Pass;
+
+impl Pairer<'_> {
+    /// A TorchScript value left without a twin whose nearest consumers are all paired with
+    /// one scope-less ONNX node computed from its producers' twins was fused into that node
+    /// (a residual Add or a Linear's bias inside `SkipLayerNormalization`): covered. When it
+    /// is a leaf module's output, the module's other values were fused with it (GPT-2's
+    /// `Conv1D` reshapes, multiplies and reshapes back; ONNX Runtime keeps a bare MatMul and
+    /// adds the bias in the next fused node): covered too.
+    fn account_fused_into_consumers(&mut self) {
+        let open = self.open_representatives();
+        let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
+        let consumers = consumers_of(tv);
+        let mut fused_calls: Vec<(usize, String)> = Vec::new();
+        for &Open {
+            id: t,
+            module_output,
+            ..
+        } in &open
+        {
+            if self.state.is_paired(t) || self.state.accounted(t) {
+                continue;
+            }
+            let twins = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
+            let Some(&node) = twins.first() else {
+                continue;
+            };
+            let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
+            let producers = nearest_producer_twins(self.cx.torch, |u| self.twin(u), t);
+            if one_fused_node && computed_from_all(ov, node, &producers) {
+                let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
+                self.state.leave(t, reason, true);
+                if module_output {
+                    fused_calls.push((t, ov[node].node.clone()));
+                }
+            }
+        }
+        for (t, node) in fused_calls {
+            let Some(ids) = self.cx.torch_groups.values().find(|ids| ids.contains(&t)) else {
+                continue;
+            };
+            let module = tv[t].module_path();
+            for &id in ids {
+                if id != t && !self.state.is_paired(id) && !self.state.accounted(id) {
+                    let reason =
+                        format!("internal to module {module}, fused into ONNX node {node}");
+                    self.state.leave(id, reason, true);
+                }
+            }
+        }
+    }
+}
+
+pub(super) struct FusedIntoConsumers;
+
+impl Pass for FusedIntoConsumers {
+    fn name(&self) -> &'static str {
+        "fused_into_consumers"
+    }
+
+    fn run(&self, cx: &PairCx, state: &mut PairState) {
+        Pairer { cx, state }.account_fused_into_consumers();
+    }
+}
