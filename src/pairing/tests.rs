@@ -86,6 +86,17 @@ impl Builder {
         self.push("output", "", ValueRole::Output(n), &[from], &data)
     }
 
+    /// Gives value `id` another shape of the same element count (the data is row-major).
+    pub(super) fn reshape(&mut self, id: usize, shape: &[usize]) {
+        let v = &mut self.values[id];
+        let data = (v.in_memory().expect("built in memory").data.to_f64_vec())
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        v.shape = shape.to_vec();
+        v.tensor = Some(Stored::Memory(HostTensor::f32(shape.to_vec(), data)));
+    }
+
     pub(super) fn build(self) -> Capture {
         Capture {
             side: self.side,
@@ -94,6 +105,30 @@ impl Builder {
             element_inputs: Default::default(),
         }
     }
+}
+
+/// Runs `pass` alone on the two captures, after the `earlier` pairs (torch, onnx) that the
+/// passes before it would have made (stamped `earlier`): where a pass's own unit test
+/// starts. The state's invariants are checked after it, as the runner does.
+pub(super) fn run_alone(
+    pass: &dyn passes::Pass,
+    torch: &Capture,
+    onnx: &Capture,
+    earlier: &[(usize, usize)],
+) -> PairState {
+    let mut p = Pairing::default();
+    pair_boundary(torch, onnx, &mut p).expect("the boundary pairs");
+    let boundary = p.inputs.iter().chain(&p.outputs).cloned().collect();
+    let cx = PairCx::new(torch, onnx, boundary, ReadBack::Parallel);
+    let mut state = PairState::new(cx.boundary.iter().map(|b| b.onnx));
+    state.begin_pass("earlier");
+    for &(t, o) in earlier {
+        state.assign(t, o, false);
+    }
+    state.begin_pass(pass.name());
+    pass.run(&cx, &mut state);
+    state.check();
+    state
 }
 
 fn pair_of(p: &Pairing, torch: usize) -> Option<&Pair> {

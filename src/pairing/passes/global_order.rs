@@ -92,3 +92,28 @@ impl Pass for GlobalOrder {
         Pairer { cx, state }.pair_globally();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_graph_without_scopes_pairs_by_kind_shape_and_order() {
+        let x = [1.0, -2.0, 3.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let c = t.op("aten::_convolution", "conv", &[ti], &[2.0, -4.0, 6.0]);
+        let r = t.op("aten::relu", "act", &[c], &[2.0, 0.0, 6.0]);
+        t.output(0, r);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oc = o.op("Conv", "", &[oi], &[2.0, -4.0, 6.0]);
+        let or = o.op("Relu", "", &[oc], &[2.0, 0.0, 6.0]);
+        o.output(0, or);
+        let state = run_alone(&GlobalOrder, &t.build(), &o.build(), &[]);
+        assert_eq!((state.twin(c), state.twin(r)), (Some(oc), Some(or)));
+        assert_eq!(state.made_by("global_order"), [c, r]);
+    }
+}

@@ -100,3 +100,32 @@ impl Pass for Identities {
         Pairer { cx, state }.mark_identities();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_slice_that_keeps_its_whole_input_is_marked_an_identity_and_covered() {
+        let x = [1.0, 2.0, 3.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let whole = t.op("aten::slice", "m", &[ti], &x);
+        let part = t.op("aten::slice", "m", &[ti], &[1.0, 2.0, 0.0]);
+        let r = t.op("aten::relu", "m", &[whole, part], &x);
+        t.output(0, r);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let or = o.op("Relu", "m", &[oi], &x);
+        o.output(0, or);
+        let state = run_alone(&Identities, &t.build(), &o.build(), &[]);
+        assert!(state.is_identity(whole) && state.accounted(whole));
+        assert!(
+            !state.is_identity(part),
+            "a slice that drops values is a layer"
+        );
+        assert!(state.paired().is_empty(), "identities makes no pairs");
+    }
+}

@@ -34,3 +34,28 @@ impl Pass for ModuleInternals {
         Pairer { cx, state }.account_module_internals();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn the_other_values_of_a_compared_call_are_covered() {
+        let x = [1.0, -2.0, 3.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let mm = t.op("aten::matmul", "fc", &[ti], &[2.0, -4.0, 6.0]);
+        let add = t.op("aten::add", "fc", &[mm], &[3.0, -3.0, 7.0]);
+        t.output(0, add);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let og = o.op("Gemm", "fc", &[oi], &[3.0, -3.0, 7.0]);
+        let on = o.op("Neg", "fc", &[og], &[-3.0, 3.0, -7.0]);
+        o.output(0, on);
+        let state = run_alone(&ModuleInternals, &t.build(), &o.build(), &[(add, og)]);
+        assert!(state.accounted(mm), "{:?}", state.reasons().get(&mm));
+        assert!(state.paired() == [add], "it makes no pairs");
+    }
+}

@@ -97,3 +97,32 @@ impl Pass for ModuleOutput {
         Pairer { cx, state }.pair_module_outputs();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_leaf_call_pairs_its_output_with_the_last_onnx_value_of_its_call() {
+        let x = [1.0, -2.0, 3.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let mm = t.op("aten::matmul", "fc", &[ti], &[2.0, -4.0, 6.0]);
+        let add = t.op("aten::add", "fc", &[mm], &[3.0, -3.0, 7.0]);
+        let relu = t.op("aten::relu", "act", &[add], &[3.0, 0.0, 7.0]);
+        t.output(0, relu);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let om = o.op("MatMul", "fc", &[oi], &[2.0, -4.0, 6.0]);
+        let oa = o.op("Add", "fc", &[om], &[3.0, -3.0, 7.0]);
+        let or = o.op("Relu", "act", &[oa], &[3.0, 0.0, 7.0]);
+        o.output(0, or);
+        let state = run_alone(&ModuleOutput, &t.build(), &o.build(), &[]);
+        let made = state.get(add).expect("the call's output is paired");
+        assert_eq!((made.onnx, made.by), (oa, "module_output"));
+        assert_eq!(state.twin(relu), Some(or));
+        assert_eq!(state.twin(mm), None, "only a call's output stands for it");
+    }
+}

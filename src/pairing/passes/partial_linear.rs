@@ -41,3 +41,44 @@ impl Pass for PartialLinear {
         Pairer { cx, state }.split_partial_linear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_linear_met_with_its_bias_less_matmul_is_unpaired_and_not_covered() {
+        // Two rows of two channels: the bias is one vector on every row.
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let biased = [1.5, 1.75, 3.5, 3.75];
+        let bare = [1.0, 2.0, 3.0, 4.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tl = t.op("aten::linear", "fc", &[ti], &biased);
+        let tr = t.op("aten::relu", "act", &[tl], &biased);
+        t.output(0, tr);
+        for v in [ti, tl, tr, tr + 1] {
+            t.reshape(v, &[2, 2]);
+        }
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let om = o.op("MatMul", "fc", &[oi], &bare);
+        let of = o.op("BiasRelu", "", &[om], &biased);
+        o.output(0, of);
+        for v in [oi, om, of, of + 1] {
+            o.reshape(v, &[2, 2]);
+        }
+        let state = run_alone(&PartialLinear, &t.build(), &o.build(), &[(tl, om)]);
+        assert!(!state.is_paired(tl), "a partial value is not compared");
+        assert!(
+            !state.accounted(tl),
+            "and not covered: its bias went elsewhere"
+        );
+        assert!(
+            state.was_undone(tl, om),
+            "a later pass does not make it again"
+        );
+    }
+}
