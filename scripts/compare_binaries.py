@@ -10,11 +10,17 @@ versions, file paths) and the production session's full-precision distances, whi
 Runtime's thread scheduling moves in the last bits. Prints one line per pair that differs
 (the first differing key) and a last line `N identical, N differ`; exit 1 if any differ.
 
+`--timing RUNS` instead runs A and B alternately RUNS times on each pair and prints the
+median of their JSON's `timing.pairing_s` and `timing.total_s` side by side, with B/A
+ratios and their geometric mean over the pairs: whether a change to pairing costs time,
+measured under the same machine load.
+
 `--drop KEY` drops more keys (`--drop paired_by` when pass names changed on purpose);
 `--cache-a DIR` keeps A's reports in DIR and reuses them, so a slow baseline runs once
 while B is rebuilt and checked again.
 
     .venv/bin/python scripts/compare_binaries.py A B [--only REGEX] [--drop KEY] [--cache-a DIR]
+    .venv/bin/python scripts/compare_binaries.py A B --timing 3 [--only REGEX]
 """
 
 import argparse
@@ -98,6 +104,35 @@ def run_report(command, folder, out):
         return done.returncode, json.load(f)
 
 
+def timing(a, b, only, runs):
+    """Prints A's and B's median pairing and total seconds per pair, and B/A ratios."""
+    import math
+    import statistics
+    ratios = {"pairing_s": [], "total_s": []}
+    print(f"{'pair':40} {'pairing A':>10} {'pairing B':>10} {'B/A':>6} {'total A':>9} {'total B':>9} {'B/A':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in pairs(only):
+            seen = {0: [], 1: []}
+            for _ in range(runs):
+                for k, cmd in enumerate((a, b)):
+                    _, result = run_report(cmd, folder, os.path.join(tmp, f"{k}.json"))
+                    seen[k].append(result.get("timing") or {})
+            med = {k: {key: statistics.median(t.get(key, 0.0) for t in seen[k])
+                       for key in ratios} for k in seen}
+            row = [os.path.relpath(folder, FIXTURES)[:40]]
+            for key in ratios:
+                x, y = med[0][key], med[1][key]
+                if x > 0 and y > 0:
+                    ratios[key].append(y / x)
+                row += [f"{x:10.4f}", f"{y:10.4f}", f"{(y / x if x else float('nan')):6.2f}"]
+            print(f"{row[0]:40} " + " ".join(row[1:]))
+    for key, rs in ratios.items():
+        if rs:
+            mean = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"{key}: B/A geometric mean {mean:.3f} over {len(rs)} pairs")
+    return 0
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("a")
@@ -105,7 +140,10 @@ def main(argv):
     p.add_argument("--only", metavar="REGEX")
     p.add_argument("--drop", metavar="KEY", action="append", default=[])
     p.add_argument("--cache-a", metavar="DIR")
+    p.add_argument("--timing", metavar="RUNS", type=int)
     args = p.parse_args(argv)
+    if args.timing:
+        return timing(args.a, args.b, args.only, args.timing)
     dropped = DROPPED | set(args.drop)
     if args.cache_a:
         os.makedirs(args.cache_a, exist_ok=True)
