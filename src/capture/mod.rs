@@ -146,6 +146,10 @@ pub struct Uncapturable {
     pub op: String,
     pub module: String,
     pub reason: String,
+    /// Where a value computed inside a control-flow body lies (the `then_branch` subgraph of
+    /// If node `x`); `None` for a value left out for another reason. Read as a value, so
+    /// that no one parses `reason` back.
+    pub subgraph: Option<String>,
 }
 
 /// One side's whole instrumented run.

@@ -459,6 +459,7 @@ impl OnnxRunner {
                         op: ev.op_type.clone(),
                         module,
                         reason: e.to_string(),
+                        subgraph: None,
                     });
                     continue;
                 }
@@ -514,6 +515,7 @@ impl OnnxRunner {
                             op: "output".to_string(),
                             module: String::new(),
                             reason: format!("graph output {k}: {reason}"),
+                            subgraph: None,
                         });
                         continue;
                     }

@@ -269,17 +269,21 @@ fn list_subgraph_values(
             .last()
             .map(|l| l.path.clone())
             .unwrap_or_default();
+        let place = format!(
+            "the `{attr}` subgraph of {} node `{}`",
+            op_name(owner),
+            owner.name()
+        );
         for name in node.output.iter().filter(|o| !o.is_empty()) {
             out.push(Uncapturable {
                 name: name.clone(),
                 op: op_name(node),
                 module: module.clone(),
                 reason: format!(
-                    "computed inside the `{attr}` subgraph of {} node `{}`; values inside \
-                     control-flow bodies cannot be graph outputs{why}",
-                    op_name(owner),
-                    owner.name()
+                    "computed inside {place}; values inside control-flow bodies cannot be \
+                     graph outputs{why}"
                 ),
+                subgraph: Some(place.clone()),
             });
         }
         for (inner_attr, inner) in subgraphs(node) {

@@ -193,7 +193,7 @@ impl Pairer<'_> {
             .onnx
             .uncapturable
             .iter()
-            .filter(|_| !path.is_empty())
+            .filter(|u| !path.is_empty() && u.subgraph.is_some())
             .find(|u| u.module == path || u.module.starts_with(&nested));
         let open: Vec<usize> = (t_ids.iter().copied())
             .filter(|&id| !self.state.is_identity(id))
@@ -205,8 +205,8 @@ impl Pairer<'_> {
             } else if let Some(u) = in_subgraph {
                 (
                     format!(
-                        "not compared: its ONNX twin is inside a control-flow subgraph ({}); only that node's result is compared",
-                        u.reason.split(';').next().unwrap_or_default()
+                        "not compared: its ONNX twin is inside a control-flow subgraph (computed inside {}); only that node's result is compared",
+                        u.subgraph.as_deref().unwrap_or_default()
                     ),
                     false,
                 )

@@ -450,6 +450,7 @@ impl TorchModel {
                         "an if branch"
                     }
                 ),
+                subgraph: None,
             })
             .collect()
     }
@@ -472,6 +473,7 @@ impl TorchModel {
                 module: scope.last().map(|l| l.path.clone()).unwrap_or_default(),
                 reason: "an undefined tensor: an optional result the op did not compute"
                     .to_string(),
+                subgraph: None,
             })
             .collect()
     }
