@@ -347,3 +347,30 @@ fn inputs_outside_the_programs_range_constraints_are_refused_in_one_line() {
     let (code, _, text) = run(&pt2, &onnx, &["--shape", "x=3x5"]);
     assert_eq!(code, 2, "{text}");
 }
+
+#[test]
+fn every_report_names_the_reference_an_exported_program() {
+    let out = tempfile::tempdir().unwrap();
+    let path = |file: &str| out.path().join(file).to_str().unwrap().to_string();
+    let (md, html, junit) = (path("r.md"), path("r.html"), path("r.xml"));
+    let name = "fault_gelu";
+    let (code, report, text) = run(
+        &archive(name),
+        &fixture(name).join("model.onnx"),
+        &["--markdown", &md, "--html", &html, "--junit", &junit],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(report["reference"]["format"], "pt2");
+    assert_eq!(report["reference"]["name"], "ExportedProgram");
+    let gates = report["gates"].to_string();
+    assert!(gates.contains("of ExportedProgram layers"), "{gates}");
+    for (what, content) in [
+        ("terminal", text),
+        ("Markdown", std::fs::read_to_string(&md).unwrap()),
+        ("HTML", std::fs::read_to_string(&html).unwrap()),
+        ("JUnit", std::fs::read_to_string(&junit).unwrap()),
+    ] {
+        assert!(content.contains("ExportedProgram"), "{what}: {content}");
+        assert!(!content.contains("TorchScript"), "{what} says TorchScript");
+    }
+}
