@@ -59,7 +59,7 @@ extern "C" {
     ) -> *mut *mut c_void;
 }
 
-/// The shim's view of encoded forward arguments (`AcArgs` in shim.cpp): pointers into an
+/// The shim's view of encoded forward arguments (`AcArgs` in ac_args.h): pointers into an
 /// `EncodedArgs`, which outlives the call.
 #[repr(C)]
 struct AcArgs {

@@ -21,6 +21,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "ac_args.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -479,18 +481,7 @@ void set_error(char** err, const char* what) {
   if (err != nullptr) *err = dup_string(msg);
 }
 
-// forward's arguments as the Rust side encodes them (`AcArgs` in shim.cpp, the same layout):
-// an exported program takes tensors only (code 0 each).
-struct AcArgs {
-  const int64_t* codes;
-  size_t n_codes;
-  const double* floats;
-  size_t n_floats;
-  const char* const* strings;
-  size_t n_strings;
-  void* const* tensors;
-  size_t n_tensors;
-};
+// forward's arguments: `AcArgs` (ac_args.h); an exported program takes tensors only.
 
 std::vector<at::Tensor> tensor_inputs(const AcArgs& args) {
   for (size_t k = 0; k < args.n_codes; ++k) {
