@@ -62,3 +62,51 @@ pub fn used_note(preset: &Preset) -> String {
         preset.origin
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::tensor::{DType, TensorData};
+    use crate::onnx::signature::Dim;
+
+    fn spec(name: &str) -> InputSpec {
+        InputSpec {
+            name: name.into(),
+            dtype: DType::F32,
+            dims: vec![Dim::Fixed(2)],
+        }
+    }
+
+    #[test]
+    fn sample_inputs_meet_the_onnx_inputs_by_position_or_not_at_all() {
+        let t = |v: f32| HostTensor::new(vec![2], TensorData::F32(vec![v, v]));
+        let preset = Preset {
+            origin: "m.pt2:data/sample_inputs/model.pt".into(),
+            tensors: vec![t(1.0), t(2.0)],
+        };
+        let named = by_onnx_name(&preset, &[spec("a"), spec("b")]).unwrap();
+        assert_eq!(named["a"], t(1.0));
+        assert_eq!(named["b"], t(2.0));
+        let why = by_onnx_name(&preset, &[spec("a")]).unwrap_err().to_string();
+        assert!(
+            why.contains("holds 2 tensor(s), the ONNX model takes 1"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn any_input_option_is_the_users_choice() {
+        let none = InputRequest::default();
+        assert!(user_gave_none(&none));
+        let seeded = InputRequest {
+            random_asked: true,
+            ..InputRequest::default()
+        };
+        assert!(!user_gave_none(&seeded));
+        let shaped = InputRequest {
+            shapes: vec![("x".into(), vec![3, 4])],
+            ..InputRequest::default()
+        };
+        assert!(!user_gave_none(&shaped));
+    }
+}
