@@ -24,6 +24,7 @@ fn build_shim() {
     println!("cargo:rerun-if-changed=src/torch/shim.cpp");
     println!("cargo:rerun-if-changed=src/torch/shadow.cpp");
     println!("cargo:rerun-if-changed=src/torch/program.cpp");
+    println!("cargo:rerun-if-changed=src/torch/ac_args.h");
     cc::Build::new()
         .cpp(true)
         .file("src/torch/shim.cpp")

@@ -15,7 +15,12 @@ tensor of a node returning several; outputs as `output.k`) at two threads, as th
 libtorch: the expectation the
 integration tests hold align-check's captured values to, computed without align-check.
 manifest.json lists the archives with their source fixture and, for faults, the module where
-the first divergence must be. encoder_block/ is a program of ops the zoo lacks, with its own
+the first divergence must be. custom_op_lib_legacy/model.pt2 is the zoo's real custom-op
+network (scripts/make_custom_op_fixture.py: `my_ops::my_add` from a C++ operator library,
+which align-check loads with --torch-ops), exported with a fake kernel registered in Python;
+it pairs with that zoo fixture's ONNX. dynamic/ is a program with a dynamic batch dimension
+(torch.export.Dim, range [2, 8], exported at batch 3) with its own legacy-exported ONNX (batch
+axis dynamic) and inputs.npz: the range constraints align-check checks inputs against. encoder_block/ is a program of ops the zoo lacks, with its own
 inputs.npz and values but no ONNX pair. cond/model.pt2 is a program with a torch.cond, which align-check
 refuses in one line naming the op. The script checks that the program's outputs equal the
 fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
@@ -101,6 +106,88 @@ class Recorder(torch.fx.Interpreter):
         return result
 
 
+class Dynamic(torch.nn.Module):
+    """Two linear layers on a batch whose size may vary within a declared range."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+# The dynamic fixture's batch range and the batch its sample inputs have.
+DYNAMIC_RANGE = (2, 8)
+DYNAMIC_BATCH = 3
+
+
+def record(model_path, inputs, folder):
+    """Runs the saved program by node, writes values.npz; returns outputs and value count."""
+    saved = torch.export.load(model_path).module()
+    recorder = Recorder(saved)
+    with torch.no_grad():
+        outputs = recorder.run(*inputs)
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    # C order: an array numpy would save in Fortran order (a permute's result) reads back the same.
+    arrays = {k: v.detach().contiguous().numpy() for k, v in recorder.values.items()}
+    arrays.update({f"output.{k}": o.detach().numpy() for k, o in enumerate(outputs)})
+    np.savez_compressed(os.path.join(folder, "values.npz"), **arrays)
+    return outputs, len(recorder.values)
+
+
+def make_dynamic(out):
+    """dynamic/: model.pt2 with a ranged batch dimension, model.onnx, inputs.npz."""
+    torch.manual_seed(0)
+    model = Dynamic().eval()
+    x = torch.randn(DYNAMIC_BATCH, 4)
+    folder = os.path.join(out, "dynamic")
+    os.makedirs(folder)
+    batch = torch.export.Dim("batch", min=DYNAMIC_RANGE[0], max=DYNAMIC_RANGE[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, (x,), dynamic_shapes={"x": {0: batch}})
+        torch.onnx.export(model, (x,), os.path.join(folder, "model.onnx"), dynamo=False,
+                          opset_version=17, input_names=["x"], output_names=["out"],
+                          dynamic_axes={"x": {0: "batch"}, "out": {0: "batch"}})
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
+    outputs, values = record(path, (x,), folder)
+    with torch.no_grad():
+        worst = float((outputs[0] - model(x)).abs().max())
+    return worst, values
+
+
+def make_custom_op(out):
+    """custom_op_lib_legacy/model.pt2: the zoo's custom-op network, as a program."""
+    import make_custom_op_fixture as custom
+    libs = custom.build_libraries()
+    torch.ops.load_library(libs["torch_ops"])
+
+    # torch.export traces with fake tensors: the C++ library registers only a CPU kernel.
+    @torch.library.register_fake(f"{custom.DOMAIN}::{custom.OP}")
+    def _(a, b):
+        return torch.empty_like(a)
+
+    torch.manual_seed(custom.SEED)
+    model = custom.RealCustomOpNet().eval()
+    inputs = inputs_of("custom_op_lib_legacy")
+    folder = os.path.join(out, "custom_op_lib_legacy")
+    os.makedirs(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, tuple(inputs))
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    outputs, values = record(path, inputs, folder)
+    traced = torch.jit.load(os.path.join(ZOO, "custom_op_lib_legacy", "model.pt"))
+    with torch.no_grad():
+        worst = float((outputs[0] - traced(*inputs)).abs().max())
+    return worst, values
+
+
 def inputs_of(fixture):
     with np.load(os.path.join(ZOO, fixture, "inputs.npz")) as z:
         return [torch.from_numpy(z[k]) for k in z.files]
@@ -124,23 +211,15 @@ def make(fixture, spec, out):
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.pt2")
     torch.export.save(program, path)
-    saved = torch.export.load(path).module()
-    recorder = Recorder(saved)
-    with torch.no_grad():
-        outputs = recorder.run(*inputs)
-    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-    # C order: an array numpy would save in Fortran order (a permute's result) reads back the same.
-    arrays = {k: v.detach().contiguous().numpy() for k, v in recorder.values.items()}
-    arrays.update({f"output.{k}": o.detach().numpy() for k, o in enumerate(outputs)})
-    np.savez_compressed(os.path.join(folder, "values.npz"), **arrays)
+    outputs, values = record(path, inputs, folder)
     if spec is None:
-        return 0.0, len(recorder.values)
+        return 0.0, values
     traced = torch.jit.load(os.path.join(ZOO, fixture, "model.pt"))
     with torch.no_grad():
         reference = traced(*inputs)
     reference = reference if isinstance(reference, (tuple, list)) else (reference,)
     worst = max(float((a - b).abs().max()) for a, b in zip(outputs, reference))
-    return worst, len(recorder.values)
+    return worst, values
 
 
 def main():
@@ -161,6 +240,21 @@ def main():
             "captured_values": values,
         })
         print(f"{fixture:24} {values:4} values  |program - TorchScript| {worst:.1e} "
+              f"{'ok' if ok else 'DIFFERS'}")
+    # Programs with needs of their own: an operator library (--torch-ops), a ranged batch
+    # with its own ONNX and inputs (compared with the eager module).
+    for fixture, build, extra in [
+        ("custom_op_lib_legacy", make_custom_op, {"onnx": True, "torch_ops": True}),
+        ("dynamic", make_dynamic, {"onnx": False, "own_onnx": True,
+                                   "batch_range": list(DYNAMIC_RANGE),
+                                   "sample_batch": DYNAMIC_BATCH}),
+    ]:
+        worst, values = build(out)
+        ok = worst <= 1e-5
+        status |= 0 if ok else 1
+        manifest.append({"name": fixture, "spec": None, "expected_module": None,
+                         "captured_values": values, **extra})
+        print(f"{fixture:24} {values:4} values  |program - reference| {worst:.1e} "
               f"{'ok' if ok else 'DIFFERS'}")
     os.makedirs(os.path.join(out, "cond"))
     torch.manual_seed(0)

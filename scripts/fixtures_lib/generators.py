@@ -30,8 +30,10 @@ GENERATORS = (
               "tests/fixtures/manifest.json", size="1 MB", seconds=20),
     Generator("make_pt2_fixtures.py", "tests/fixtures/pt2/: torch.export archives (.pt2) of "
               "zoo networks, clean and with a planted fault in the ONNX, the values "
-              "ep.module() computes, an encoder block, and a torch.cond program (needs the zoo)",
-              "tests/fixtures/pt2/manifest.json", size="1.3 MB", seconds=12),
+              "ep.module() computes, an encoder block, a torch.cond program, the custom-op network "
+              "(my_ops::my_add, --torch-ops) and a ranged dynamic batch with its own ONNX "
+              "(needs the zoo and scripts/build_custom_ops.sh's library)",
+              "tests/fixtures/pt2/manifest.json", size="1.4 MB", seconds=20),
     Generator("make_library_fixtures.py", "tests/fixtures/lib/: transformers, timm and "
               "Ultralytics models, their library exports and planted faults",
               "tests/fixtures/lib/manifest.json", size="15 MB", seconds=100),

@@ -20,13 +20,15 @@ use crate::compare::evaluate::{
     badness, compare_pairs, details, judge, Evaluation, SampleAggregate,
 };
 use crate::compare::shared_producer;
+use crate::inputs::preset::{self, Preset};
 use crate::inputs::samples::Sample;
 use crate::inputs::torch_args;
-use crate::inputs::ResolvedInput;
+use crate::inputs::{InputRequest, ResolvedInput};
 use crate::onnx;
 use crate::onnx::capture::OnnxRunner;
 use crate::onnx::signature::InputSpec;
 use crate::onnx::steering::Steering;
+use crate::outcome::reference::{Reference, ReferenceFormat};
 use crate::outcome::verdict;
 use crate::outcome::{
     AccumulatedError, CoverageReport, FileInfo, FirstNonFinite, IsolationReport, MemoryReport,
@@ -197,7 +199,38 @@ fn resolve(
     torch: &TorchModel,
     specs: &[InputSpec],
 ) -> Result<(Mapping, Vec<Sample>)> {
-    torch_args::resolve_samples(torch.inputs(), &torch.element_reads(), specs, &cfg.inputs)
+    // Shapes an exported program's range constraints exclude are refused before anything runs.
+    let resolve_with = |request: &InputRequest| {
+        let resolved =
+            torch_args::resolve_samples(torch.inputs(), &torch.element_reads(), specs, request)?;
+        for sample in &resolved.1 {
+            torch.check_input_shapes(&sample.torch)?;
+        }
+        Ok::<_, anyhow::Error>(resolved)
+    };
+    let preset = match torch.sample_inputs() {
+        Some(found) if preset::user_gave_none(&cfg.inputs) => found,
+        _ => return resolve_with(&cfg.inputs),
+    };
+    let with_preset = preset.and_then(|(origin, tensors)| {
+        let preset = Preset { origin, tensors };
+        let request = InputRequest {
+            preset: Some(preset.clone()),
+            ..cfg.inputs.clone()
+        };
+        let (mapping, mut samples) = resolve_with(&request)?;
+        samples[0].notes.push(preset::used_note(&preset));
+        Ok((mapping, samples))
+    });
+    // Sample inputs that do not fit the ONNX signature are the archive's matter, not the
+    // user's: the check goes on with the inputs it would have made without them.
+    with_preset.or_else(|why| {
+        let (mapping, mut samples) = resolve_with(&cfg.inputs)?;
+        if let Some(first) = samples.first_mut() {
+            first.notes.push(preset::fallback_note(&why));
+        }
+        Ok((mapping, samples))
+    })
 }
 
 /// One sample's inputs and what each runtime computed from them.
@@ -293,7 +326,11 @@ pub fn capture_sample(
         mapping,
         &arg_names,
         &sample.torch,
-        crate::inputs::signature_notes(&sample.inputs),
+        [
+            sample.notes.clone(),
+            crate::inputs::signature_notes(&sample.inputs),
+        ]
+        .concat(),
         one_sided,
         models.torch.state_writes().to_vec(),
     );
@@ -593,6 +630,11 @@ fn assemble(cfg: &CheckConfig, parts: Parts) -> Outcome {
     let mut outcome = Outcome {
         schema_version: SCHEMA_VERSION,
         environment: environment(cfg.runtime.threads),
+        reference: Reference::new(if crate::torch::is_exported_archive(&cfg.torch_path) {
+            ReferenceFormat::Pt2
+        } else {
+            ReferenceFormat::Torchscript
+        }),
         verdict: Verdict::Pass,
         gate_failures: Vec::new(),
         gates: Vec::new(),

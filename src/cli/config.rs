@@ -159,6 +159,8 @@ pub fn input_request(args: &InputArgs, file: Option<&InputsSection>) -> Result<I
             .or_else(|| file.torch_archive.clone()),
         zero_filled: Vec::new(),
         aliases: Vec::new(),
+        random_asked: args.seed.or(file.seed).is_some() || args.samples.or(file.samples).is_some(),
+        preset: None,
     })
 }
 

@@ -27,7 +27,8 @@ layer by layer (through BatchNorm fusion, decomposed ops and renamed nodes), and
 first layer where the two disagree, by how much, and whether it passes the tolerance.
 
 No change to the model is needed. Inputs are seeded random tensors shaped by the ONNX \
-signature unless you give .npy/.npz files.";
+signature unless you give .npy/.npz files; a .pt2 reference given no inputs (and no --seed, \
+--samples or --shape) runs on its own sample inputs, the ones it was exported with.";
 
 const AFTER_HELP: &str = "\
 Examples:

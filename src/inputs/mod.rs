@@ -9,6 +9,7 @@
 
 pub mod npy;
 pub mod npz_writer;
+pub mod preset;
 pub mod random;
 pub mod samples;
 pub mod torch_args;
@@ -45,6 +46,11 @@ pub struct InputRequest {
     /// (ONNX input, TorchScript slot) for each input the signature mapping links to an
     /// argument of another name: an archive array may use either name.
     pub aliases: Vec<(String, String)>,
+    /// `--seed` or `--samples` given: seeded random inputs asked for, not left to the tool.
+    pub random_asked: bool,
+    /// The reference's own sample inputs (a `.pt2` archive's), used when the request gives
+    /// no data (set by the check, not by the user; see `preset`).
+    pub preset: Option<preset::Preset>,
 }
 
 /// One resolved input and where it came from, as reports show it.
@@ -220,7 +226,10 @@ pub fn resolve_except(
     let mut known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     known.extend_from_slice(others);
     let onnx_names = known[..specs.len()].join(", ");
-    let mut archive = given_arrays(request, &known, &onnx_names)?;
+    let mut archive = match &request.preset {
+        Some(preset) if request.archive.is_none() => preset::by_onnx_name(preset, specs)?,
+        _ => given_arrays(request, &known, &onnx_names)?,
+    };
 
     // Zero-filled inputs come last: their dynamic dimensions are taken from the inputs that
     // share their names (`batch_size`, `sequence_length`).
@@ -309,12 +318,14 @@ fn tensor_for(
         let (t, converted) = conform(spec, npy::read_npy(path)?, &origin)?;
         Ok((t, format!("file:{origin}"), converted))
     } else if let Some((t, key)) = take_array(archive, request, &spec.name) {
-        let origin = format!(
-            "{}[{key}]",
-            request.archive.as_ref().expect("archive present").display(),
-        );
+        let (kind, file) = match (&request.archive, &request.preset) {
+            (Some(path), _) => ("npz", path.display().to_string()),
+            (None, Some(preset)) => ("pt2-sample", preset.origin.clone()),
+            (None, None) => ("npz", String::new()),
+        };
+        let origin = format!("{file}[{key}]");
         let (t, converted) = conform(spec, t, &origin)?;
-        Ok((t, format!("npz:{origin}"), converted))
+        Ok((t, format!("{kind}:{origin}"), converted))
     } else if request.zero_filled.contains(&spec.name) {
         // State the TorchScript module keeps itself: random data would differ from the
         // module's loaded state for certain, zeros (the usual initial state) only

@@ -20,6 +20,9 @@ pub struct Sample {
     pub pairs: Vec<(String, String)>,
     /// TorchScript-only arguments given a placeholder, which TorchScript must not read.
     pub placeholders: Vec<String>,
+    /// What the reports say about where this sample's inputs came from, when the tool chose
+    /// (a reference's own sample inputs, used or not).
+    pub notes: Vec<String>,
 }
 
 impl Sample {
@@ -30,6 +33,7 @@ impl Sample {
             torch: Vec::new(),
             pairs: Vec::new(),
             placeholders: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }
@@ -78,7 +82,11 @@ pub fn resolve_samples_with(
                 seed: request.seed + k,
                 ..request.clone()
             };
-            resolve_one(format!("seed {}", one.seed), &one)
+            let label = match &one.preset {
+                Some(preset) => preset.origin.clone(),
+                None => format!("seed {}", one.seed),
+            };
+            resolve_one(label, &one)
         })
         .collect()
 }

@@ -60,9 +60,11 @@ pub enum GateFinding {
         drift: Option<Drift>,
     },
     Coverage {
-        /// Share of TorchScript layers compared, and the `--min-coverage` it was held to.
+        /// Share of the reference's layers compared, and the `--min-coverage` it was held to.
         ratio: f64,
         min: f64,
+        /// The reference's name (`TorchScript`, `ExportedProgram`), for the sentence.
+        reference: &'static str,
     },
     Baseline {
         max_growth: f64,
@@ -135,13 +137,21 @@ impl Gate {
                 }
                 sentence
             }
-            GateFinding::Coverage { ratio, min } if *ratio == 0.0 => format!(
-                "no TorchScript layer computed from the inputs was compared \
+            GateFinding::Coverage {
+                ratio,
+                min,
+                reference,
+            } if *ratio == 0.0 => format!(
+                "no {reference} layer computed from the inputs was compared \
                  (--min-coverage {:.1}%): only the outputs were",
                 min * 100.0
             ),
-            GateFinding::Coverage { ratio, min } => format!(
-                "{}{:.1}% of TorchScript layers were compared (--min-coverage {:.1}%)",
+            GateFinding::Coverage {
+                ratio,
+                min,
+                reference,
+            } => format!(
+                "{}{:.1}% of {reference} layers were compared (--min-coverage {:.1}%)",
                 if self.passed { "" } else { "only " },
                 ratio * 100.0,
                 min * 100.0
@@ -287,6 +297,7 @@ mod tests {
             finding: GateFinding::Coverage {
                 ratio: 0.5,
                 min: 0.9,
+                reference: "TorchScript",
             },
         };
         assert_eq!(

@@ -10,6 +10,7 @@
 
 pub mod baseline;
 pub mod gate;
+pub mod reference;
 pub mod verdict;
 
 use crate::capture::Uncapturable;
@@ -216,6 +217,9 @@ pub struct MemoryReport {
 pub struct Outcome {
     pub schema_version: u32,
     pub environment: Environment,
+    /// What the reference model is (TorchScript or a torch.export `.pt2`), and the name every
+    /// report calls it by.
+    pub reference: reference::Reference,
     pub verdict: Verdict,
     /// Why the verdict is what it is, one short sentence per failed gate: the `detail` of
     /// each failed entry of `gates`, kept as its own key for the JSON contract.

@@ -84,6 +84,7 @@ fn coverage_gate(outcome: &Outcome) -> Gate {
         finding: GateFinding::Coverage {
             ratio: c.torch_ratio,
             min: c.min_coverage,
+            reference: outcome.reference.name(),
         },
     }
 }

@@ -174,17 +174,17 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
         GateName::Layers | GateName::Outputs => return None,
         GateName::Coverage => (
             "align-check.coverage",
-            "coverage of TorchScript layers",
+            format!("coverage of {} layers", outcome.reference.name()),
             unpaired_lines(outcome),
         ),
         GateName::Baseline => (
             "align-check.baseline",
-            "baseline growth",
+            "baseline growth".to_string(),
             grown_lines(outcome),
         ),
         GateName::Production => (
             "align-check.production",
-            "production session",
+            "production session".to_string(),
             outcome
                 .production
                 .as_ref()
@@ -194,7 +194,7 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
     };
     Some(Case {
         classname,
-        name: name.to_string(),
+        name,
         failure: (!gate.passed).then(|| (gate.detail(), body)),
     })
 }
@@ -209,7 +209,7 @@ fn unpaired_lines(outcome: &Outcome) -> String {
         .map(|u| {
             format!(
                 "unpaired {} {} [{}] in {}: {}",
-                u.side.label(),
+                outcome.reference.side_label(u.side),
                 u.name,
                 u.op,
                 module_label(&u.module),

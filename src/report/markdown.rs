@@ -251,10 +251,11 @@ fn coverage(outcome: &Outcome, out: &mut dyn Write) -> std::io::Result<()> {
     let open = c.unpaired.iter().filter(|u| !u.accounted).count();
     writeln!(
         out,
-        "\n**Coverage:** {}/{} TorchScript layers ({:.1}%, gate {:.1}%), {}/{} ONNX nodes ({:.1}%); \
+        "\n**Coverage:** {}/{} {} layers ({:.1}%, gate {:.1}%), {}/{} ONNX nodes ({:.1}%); \
          {} unpaired value(s) not accounted for{}.",
         c.counts.torch_layers_paired,
         c.counts.torch_layers_total,
+        outcome.reference.name(),
         c.torch_ratio * 100.0,
         c.min_coverage * 100.0,
         c.counts.onnx_nodes_paired,

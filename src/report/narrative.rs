@@ -42,7 +42,12 @@ impl Markup for Plain {
 /// What the verdict says first.
 pub enum Headline<'a> {
     /// Passed: the account of layers and outputs, and the coverage.
-    Pass { summary: String, coverage: f64 },
+    Pass {
+        summary: String,
+        coverage: f64,
+        /// The reference's name (`TorchScript`, `ExportedProgram`).
+        reference: &'static str,
+    },
     /// Failed at a first divergence; with its isolated error when isolation measured it.
     Divergence {
         divergence: &'a Divergence,
@@ -75,6 +80,7 @@ impl<'a> Headline<'a> {
             return Headline::Pass {
                 summary: super::findings::pass_summary(outcome),
                 coverage: outcome.coverage.torch_ratio,
+                reference: outcome.reference.name(),
             };
         }
         match (&outcome.first_divergence, &outcome.accumulated_drift) {
@@ -93,8 +99,12 @@ impl<'a> Headline<'a> {
 
     pub fn render(&self, m: &dyn Markup) -> String {
         match self {
-            Headline::Pass { summary, coverage } => m.text(&format!(
-                "{summary}; {:.1}% of TorchScript layers compared",
+            Headline::Pass {
+                summary,
+                coverage,
+                reference,
+            } => m.text(&format!(
+                "{summary}; {:.1}% of {reference} layers compared",
                 coverage * 100.0
             )),
             Headline::Divergence {

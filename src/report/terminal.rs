@@ -326,7 +326,7 @@ fn input_notes(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     for (side, first) in [
-        ("TorchScript", &outcome.first_nonfinite.torch),
+        (outcome.reference.name(), &outcome.first_nonfinite.torch),
         ("ONNX Runtime", &outcome.first_nonfinite.onnx),
     ] {
         if let Some(nf) = first {
@@ -393,9 +393,10 @@ fn coverage_notes(outcome: &Outcome, paint: &Paint, out: &mut dyn Write) -> io::
     let c = &outcome.coverage;
     writeln!(
         out,
-        "coverage: {}/{} TorchScript layers ({:.1}%), {}/{} ONNX nodes ({:.1}%); {} failing layer(s)",
+        "coverage: {}/{} {} layers ({:.1}%), {}/{} ONNX nodes ({:.1}%); {} failing layer(s)",
         c.counts.torch_layers_paired,
         c.counts.torch_layers_total,
+        outcome.reference.name(),
         c.torch_ratio * 100.0,
         c.counts.onnx_nodes_paired,
         c.counts.onnx_nodes_total,
@@ -445,8 +446,9 @@ fn timing_and_unpaired(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()>
     let t = &outcome.timing;
     writeln!(
         out,
-        "timing: load {:.3}s, TorchScript run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, {}reports {:.3}s, total {:.3}s",
+        "timing: load {:.3}s, {} run {:.3}s, ONNX run {:.3}s ({} run(s)), pairing {:.3}s, statistics {:.3}s, {}reports {:.3}s, total {:.3}s",
         t.load_s,
+        outcome.reference.name(),
         t.torch_run_s,
         t.onnx_run_s,
         t.onnx_runs,

@@ -1,6 +1,6 @@
 //! Encoding forward's arguments for the shim: a prefix walk of each `ArgValue` into flat
 //! arrays (codes, floats, strings, tensors) that C++ reads back into IValues of the types
-//! forward's schema declares (see `AcArgs` in shim.cpp for the codes).
+//! forward's schema declares (see `AcArgs` in ac_args.h for the codes).
 
 use super::convert::from_host;
 use crate::signature::types::ArgValue;

@@ -156,6 +156,42 @@ impl TorchModel {
             .collect()
     }
 
+    /// Whether the model is a torch.export archive (`.pt2`) rather than TorchScript.
+    pub fn is_exported(&self) -> bool {
+        exported::is_archive(&self.path)
+    }
+
+    /// A `.pt2` archive's own sample inputs, in argument order, with where they were read
+    /// from (`model.pt2:data/sample_inputs/model.pt`); `None` for TorchScript and for an
+    /// archive that stores none.
+    pub fn sample_inputs(&self) -> Option<Result<(String, Vec<HostTensor>)>> {
+        if !self.is_exported() {
+            return None;
+        }
+        let found = exported::sample_inputs(&self.path)
+            .with_context(|| format!("exported program {}", self.path.display()));
+        found
+            .map(|f| f.map(|(entry, t)| (format!("{}:{entry}", self.path.display()), t)))
+            .transpose()
+    }
+
+    /// Refuses, in one line, tensor arguments whose shapes an exported program's range
+    /// constraints exclude (TorchScript records none: always fine).
+    pub fn check_input_shapes(&self, args: &[ArgValue]) -> Result<()> {
+        let shapes: Vec<Option<Vec<i64>>> = args
+            .iter()
+            .map(|a| match a {
+                ArgValue::Tensor(t) => Some(t.shape.iter().map(|&d| d as i64).collect()),
+                _ => None,
+            })
+            .collect();
+        match exported::shape_refusal(&self.meta.input_dims, &shapes) {
+            Some(why) => Err(anyhow!(why))
+                .with_context(|| format!("exported program {}", self.path.display())),
+            None => Ok(()),
+        }
+    }
+
     /// Module attributes `forward` assigns or writes in place (its internal state).
     pub fn state_writes(&self) -> &[String] {
         &self.meta.state_writes

@@ -51,9 +51,15 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
     fn ac_program_to_float64(program: *mut c_void, err: *mut *mut c_char) -> i32;
+    fn ac_pickled_sample_inputs(
+        data: *const c_char,
+        len: usize,
+        n: *mut usize,
+        err: *mut *mut c_char,
+    ) -> *mut *mut c_void;
 }
 
-/// The shim's view of encoded forward arguments (`AcArgs` in shim.cpp): pointers into an
+/// The shim's view of encoded forward arguments (`AcArgs` in ac_args.h): pointers into an
 /// `EncodedArgs`, which outlives the call.
 #[repr(C)]
 struct AcArgs {
@@ -269,19 +275,8 @@ impl ModulePlan {
         if arr.is_null() {
             return Err(anyhow!(take_error(err)));
         }
-        let mut all = Vec::new();
-        let mut i = 0;
-        loop {
-            // SAFETY: the array is NULL-terminated; each element is a heap at::Tensor whose
-            // ownership passes to tch.
-            let p = unsafe { *arr.add(i) };
-            if p.is_null() {
-                break;
-            }
-            all.push(unsafe { tch::Tensor::from_ptr(p as *mut torch_sys::C_tensor) });
-            i += 1;
-        }
-        unsafe { ac_free_array(arr) };
+        // SAFETY: a non-null array from the shim, as `take_tensors` takes it.
+        let all = unsafe { take_tensors(arr) };
         debug_assert_eq!(all.len(), n_outputs);
         // The shim joins the paths with newlines; no outputs is an empty string.
         let names = match take_string(names) {
@@ -293,6 +288,48 @@ impl ModulePlan {
             names,
         })
     }
+}
+
+/// Takes over a null-terminated array of heap `at::Tensor`s the shim returned, freeing the
+/// array itself.
+///
+/// # Safety
+/// `arr` is non-null, null-terminated, and each element a heap tensor no one else owns.
+unsafe fn take_tensors(arr: *mut *mut c_void) -> Vec<tch::Tensor> {
+    let mut all = Vec::new();
+    let mut i = 0;
+    loop {
+        let p = *arr.add(i);
+        if p.is_null() {
+            break;
+        }
+        all.push(tch::Tensor::from_ptr(p as *mut torch_sys::C_tensor));
+        i += 1;
+    }
+    ac_free_array(arr);
+    all
+}
+
+/// The positional tensors of a `.pt2` archive's sample inputs (the bytes of
+/// `data/sample_inputs/<model>.pt`), read by libtorch's unpickler.
+pub fn pickled_sample_inputs(bytes: &[u8]) -> Result<Vec<tch::Tensor>> {
+    let mut n = 0usize;
+    let mut err: *mut c_char = std::ptr::null_mut();
+    // SAFETY: the bytes outlive the call (the shim copies them); every C++ exception is
+    // caught there.
+    let arr = unsafe {
+        ac_pickled_sample_inputs(
+            bytes.as_ptr() as *const c_char,
+            bytes.len(),
+            &mut n,
+            &mut err,
+        )
+    };
+    if arr.is_null() {
+        return Err(anyhow!(take_error(err)));
+    }
+    // SAFETY: a non-null array the shim made for this call.
+    Ok(unsafe { take_tensors(arr) })
 }
 
 impl Drop for ModulePlan {

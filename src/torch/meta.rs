@@ -56,6 +56,10 @@ pub struct GraphMeta {
     /// name that file and its fix.
     #[serde(default)]
     pub exported: bool,
+    /// For an exported program: each user input's dimensions as the program allows them
+    /// (its `range_constraints`); empty for TorchScript, which has no such record.
+    #[serde(skip)]
+    pub input_dims: Vec<(String, Vec<crate::torch::exported::DimRule>)>,
 }
 
 /// One node of the graph that something is said about, with where it is.

@@ -15,3 +15,4 @@ pub use archive::format_version;
 pub use args::EncodedArgs;
 pub use capture::{InputInfo, StaticValue, TorchModel};
 pub use exported::format_line as exported_format;
+pub use exported::is_archive as is_exported_archive;

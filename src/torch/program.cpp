@@ -19,6 +19,9 @@
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "ac_args.h"
 
 #include <algorithm>
 #include <cmath>
@@ -478,18 +481,7 @@ void set_error(char** err, const char* what) {
   if (err != nullptr) *err = dup_string(msg);
 }
 
-// forward's arguments as the Rust side encodes them (`AcArgs` in shim.cpp, the same layout):
-// an exported program takes tensors only (code 0 each).
-struct AcArgs {
-  const int64_t* codes;
-  size_t n_codes;
-  const double* floats;
-  size_t n_floats;
-  const char* const* strings;
-  size_t n_strings;
-  void* const* tensors;
-  size_t n_tensors;
-};
+// forward's arguments: `AcArgs` (ac_args.h); an exported program takes tensors only.
 
 std::vector<at::Tensor> tensor_inputs(const AcArgs& args) {
   for (size_t k = 0; k < args.n_codes; ++k) {
@@ -569,6 +561,42 @@ int ac_program_to_float64(void* handle, char** err) {
     set_error(err, e.what());
   }
   return 1;
+}
+
+// Reads the archive's sample inputs (`data/sample_inputs/<model>.pt`: what torch.save writes
+// for the `(args, kwargs)` pair given to torch.export.export) with libtorch's own unpickler.
+// Returns the positional tensors as ac_capture returns its outputs (a null-terminated array
+// of heap tensors), or null with `err` saying what the file holds that is not a tensor.
+void** ac_pickled_sample_inputs(const char* data, size_t len, size_t* n, char** err) {
+  try {
+    c10::IValue value = torch::jit::pickle_load(std::vector<char>(data, data + len));
+    if (!value.isTuple() || value.toTupleRef().elements().size() != 2) {
+      throw std::runtime_error("they are not the (args, kwargs) pair torch.export.save writes");
+    }
+    const auto& pair = value.toTupleRef().elements();
+    if (pair[1].isGenericDict() && pair[1].toGenericDict().size() > 0) {
+      throw std::runtime_error("they pass keyword arguments, which this reader does not feed");
+    }
+    if (!pair[0].isTuple()) throw std::runtime_error("their positional arguments are not a tuple");
+    std::vector<at::Tensor> out;
+    for (const auto& arg : pair[0].toTupleRef().elements()) {
+      if (!arg.isTensor()) {
+        throw std::runtime_error("argument " + std::to_string(out.size()) + " is a " +
+                                 arg.tagKind() + ", not a tensor");
+      }
+      out.push_back(arg.toTensor());
+    }
+    *n = out.size();
+    auto** arr = static_cast<at::Tensor**>(std::malloc(sizeof(at::Tensor*) * (out.size() + 1)));
+    for (size_t i = 0; i < out.size(); ++i) arr[i] = new at::Tensor(out[i]);
+    arr[out.size()] = nullptr;
+    return reinterpret_cast<void**>(arr);
+  } catch (const std::exception& e) {
+    set_error(err, e.what());
+  } catch (...) {
+    set_error(err, "unknown C++ exception while reading the sample inputs");
+  }
+  return nullptr;
 }
 
 }  // extern "C"

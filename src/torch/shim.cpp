@@ -33,6 +33,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ac_args.h"
+
 using torch::jit::Node;
 using torch::jit::Value;
 
@@ -1027,21 +1029,7 @@ at::Tensor** to_heap(const std::vector<at::Tensor>& tensors) {
 
 }  // namespace
 
-// forward's arguments as the Rust side encodes them, in prefix order: each value is a code
-// from `codes` (0 tensor, 1 int, 2 float, 3 bool, 4 str, 5 None, 6 the schema's default,
-// 7 tuple, 8 list, 9 dict), followed by its payload (an int or bool in `codes`, a float in
-// `floats`, a string or dict key in `strings`, a tensor in `tensors`, an element count in
-// `codes` for the containers, then the elements).
-struct AcArgs {
-  const int64_t* codes;
-  size_t n_codes;
-  const double* floats;
-  size_t n_floats;
-  const char* const* strings;
-  size_t n_strings;
-  void* const* tensors;
-  size_t n_tensors;
-};
+// forward's arguments: `AcArgs`, declared in ac_args.h.
 
 namespace {
 

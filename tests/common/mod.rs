@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod npz;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,7 @@
 //! Bad files end with exit code 2 and one line naming the file and what is wrong: never a
 //! panic, never a C++ abort, never a stack trace.
 
+use crate::common::npz::{write_npz, NpyArray};
 use crate::common::{binary, fixture, stderr_of};
 use std::path::Path;
 
@@ -160,41 +161,6 @@ fn report_path_equal_to_a_model_is_refused() {
     );
 }
 
-/// Writes an .npz holding the given (name, dtype descr, shape) arrays of zeros, via the
-/// library's own reader's format: a zip of .npy files.
-fn write_npz(path: &Path, arrays: &[(&str, &str, &[usize])]) {
-    let f = std::fs::File::create(path).unwrap();
-    let mut zip = zip::ZipWriter::new(f);
-    for (name, descr, shape) in arrays {
-        zip.start_file(format!("{name}.npy"), zip::write::FileOptions::default())
-            .unwrap();
-        let shape_txt = match shape.len() {
-            1 => format!("({},)", shape[0]),
-            _ => format!(
-                "({})",
-                shape
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
-        let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
-        while (header.len() + 11) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend((header.len() as u16).to_le_bytes());
-        bytes.extend(header.as_bytes());
-        let item = descr[2..].parse::<usize>().unwrap();
-        bytes.extend(vec![0u8; shape.iter().product::<usize>() * item]);
-        std::io::Write::write_all(&mut zip, &bytes).unwrap();
-    }
-    zip.finish().unwrap();
-}
-
 #[test]
 fn bad_input_archives_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,6 +186,16 @@ fn bad_input_archives_are_one_line_errors() {
     ];
     for (what, arrays, mention) in cases {
         let npz = dir.path().join(format!("{}.npz", what.replace(' ', "_")));
+        let arrays: Vec<NpyArray> = arrays
+            .into_iter()
+            .map(|(name, descr, shape)| NpyArray {
+                name,
+                descr,
+                shape,
+                // Zeros of the element's size (`<f4`: 4 bytes).
+                element: vec![0; descr[2..].parse().unwrap()],
+            })
+            .collect();
         write_npz(&npz, &arrays);
         let out = binary()
             .arg(fx.join("model.pt"))

@@ -7,6 +7,7 @@
 //! same archive exported with a dynamic batch keeps its Loop (the trip count is computed from
 //! the input's shape): what the body computes is accounted for by the Loop's result.
 
+use crate::common::npz::constant_npz;
 use crate::common::{check_dir, fixture};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -151,30 +152,6 @@ fn a_loop_whose_trip_count_is_computed_is_unrolled_for_the_inputs() {
             .all(|u| !u["reason"].as_str().unwrap().contains("Loop")),
         "{uncapturable:?}"
     );
-}
-
-/// An .npz holding one float32 array `name` of `shape`, every element `value`.
-fn constant_npz(path: &std::path::Path, name: &str, shape: &[usize], value: f32) {
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    zip.start_file(format!("{name}.npy"), zip::write::FileOptions::default())
-        .unwrap();
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    while (header.len() + 11) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((header.len() as u16).to_le_bytes());
-    bytes.extend(header.as_bytes());
-    for _ in 0..shape.iter().product::<usize>() {
-        bytes.extend(value.to_le_bytes());
-    }
-    std::io::Write::write_all(&mut zip, &bytes).unwrap();
-    zip.finish().unwrap();
 }
 
 /// Two samples that take different branches of the If on data (a constant input of -1 takes

@@ -217,3 +217,58 @@ fn operator_libraries_that_cannot_be_used_are_one_line_errors() {
         "{line}"
     );
 }
+
+/// Runs the check with the fixture's torch.export archive as the reference
+/// (tests/fixtures/pt2/custom_op_lib_legacy/model.pt2, the same network saved by
+/// torch.export.save, scripts/make_pt2_fixtures.py) and the zoo fixture's ONNX and inputs.
+fn check_pt2(torch_ops: Option<&Path>, ort_custom_ops: &Path) -> (i32, Value, Output) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let mut cmd = crate::common::binary();
+    cmd.arg(root.join("pt2").join(FIXTURE).join("model.pt2"))
+        .arg(root.join(FIXTURE).join("model.onnx"))
+        .arg("--inputs")
+        .arg(root.join(FIXTURE).join("inputs.npz"))
+        .arg("--ort-custom-ops")
+        .arg(ort_custom_ops)
+        .arg("--json")
+        .arg(&json);
+    if let Some(lib) = torch_ops {
+        cmd.arg("--torch-ops").arg(lib);
+    }
+    let output = cmd.output().unwrap();
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), report, output)
+}
+
+#[test]
+fn an_exported_program_loads_its_custom_op_from_torch_ops() {
+    let libs = libraries();
+    let (code, _, output) = check_pt2(None, &libs.ort_custom_ops);
+    let line = one_line_error(code, &output);
+    assert!(
+        line.contains(TORCH_OP) && line.contains("--torch-ops LIB") && line.contains("model.pt2"),
+        "{line}"
+    );
+
+    let (code, report, output) = check_pt2(Some(&libs.torch_ops), &libs.ort_custom_ops);
+    assert_eq!(code, 0, "stderr: {}", stderr_of(&output));
+    assert_eq!(report["reference"]["format"], "pt2");
+    let layer = my_add_layer(&report);
+    assert_eq!(layer["onnx_op"], TORCH_OP, "{layer:#}");
+    assert_eq!(layer["pass"], true, "{layer:#}");
+    let rel = layer["rel_to_range"].as_f64().unwrap();
+    assert!(rel < 1e-6, "my_add error relative to range {rel}");
+    assert_eq!(report["coverage"]["torch_ratio"], 1.0);
+
+    // The float16-rounding kernel: caught at the op itself, as with the TorchScript reference.
+    let (code, report, output) = check_pt2(Some(&libs.torch_ops), &libs.ort_custom_ops_wrong);
+    assert_eq!(code, 1, "stderr: {}", stderr_of(&output));
+    let first = &report["first_divergence"];
+    assert_eq!(first["torch_op"], TORCH_OP, "{first:#}");
+    assert_eq!(first["layer_index"], my_add_layer(&report)["index"]);
+}

@@ -29,6 +29,12 @@ fn entries() -> Vec<Value> {
     entries
 }
 
+/// An archive whose program calls an operator from a library (`--torch-ops`; tested in
+/// custom_ops.rs, which builds the library).
+fn needs_library(entry: &Value) -> bool {
+    entry["torch_ops"] == true
+}
+
 fn archive(name: &str) -> PathBuf {
     fixture("pt2").join(name).join("model.pt2")
 }
@@ -57,7 +63,10 @@ fn check(name: &str) -> (i32, Value, String) {
 
 #[test]
 fn clean_pairs_pass_and_faults_are_found_where_the_trace_finds_them() {
-    for entry in entries().iter().filter(|e| e["onnx"] == true) {
+    for entry in entries()
+        .iter()
+        .filter(|e| e["onnx"] == true && !needs_library(e))
+    {
         let name = entry["name"].as_str().unwrap();
         let (code, report, text) = check(name);
         match entry["expected_module"].as_str() {
@@ -105,7 +114,7 @@ fn captured_values_equal_what_the_program_computes_in_python() {
         max_memory: None,
     };
     align_check::app::runtimes::init(&rt, false).unwrap();
-    for entry in entries() {
+    for entry in entries().iter().filter(|e| !needs_library(e)) {
         let name = entry["name"].as_str().unwrap();
         let expected: HashMap<String, HostTensor> =
             read_npz(&fixture("pt2").join(name).join("values.npz"))
@@ -187,4 +196,181 @@ fn a_higher_order_op_is_refused_in_one_line_naming_it() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("higher-order op `cond`"), "{stderr}");
+}
+
+/// Runs `align-check model.pt2 model.onnx --json` with `extra` arguments (no inputs given
+/// unless `extra` gives them).
+fn run(pt2: &std::path::Path, onnx: &std::path::Path, extra: &[&str]) -> (i32, Value, String) {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("report.json");
+    let output = binary()
+        .arg(pt2)
+        .arg(onnx)
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap_or(-1), report, text)
+}
+
+#[test]
+fn an_archives_sample_inputs_are_what_it_was_exported_with() {
+    // make_pt2_fixtures.py exported each zoo network with the zoo's inputs.npz (written by
+    // numpy): the archive's sample inputs, read by libtorch, must be exactly those arrays.
+    for entry in entries()
+        .iter()
+        .filter(|e| e["onnx"] == true && !needs_library(e))
+    {
+        let name = entry["name"].as_str().unwrap();
+        let model = TorchModel::load(&archive(name)).unwrap();
+        let (origin, samples) = model.sample_inputs().unwrap().unwrap();
+        assert!(origin.ends_with("data/sample_inputs/model.pt"), "{origin}");
+        assert_eq!(samples, inputs_of(name), "{name}");
+    }
+    // A TorchScript module has none.
+    let traced = TorchModel::load(&fixture("conv_bn_dynamo").join("model.pt")).unwrap();
+    assert!(traced.sample_inputs().is_none());
+}
+
+#[test]
+fn without_inputs_the_archives_sample_inputs_are_used_and_reported() {
+    for entry in entries()
+        .iter()
+        .filter(|e| e["onnx"] == true && !needs_library(e))
+    {
+        let name = entry["name"].as_str().unwrap();
+        let (code, report, text) = run(&archive(name), &fixture(name).join("model.onnx"), &[]);
+        // The same verdict and divergence as with the inputs given explicitly.
+        let expected = entry["expected_module"].as_str();
+        assert_eq!(
+            code,
+            if expected.is_some() { 1 } else { 0 },
+            "{name}: {text}"
+        );
+        assert_eq!(
+            report["first_divergence"]["module"].as_str(),
+            expected,
+            "{name}"
+        );
+        for input in report["inputs"].as_array().unwrap() {
+            let source = input["source"].as_str().unwrap();
+            assert!(
+                source.starts_with("pt2-sample:") && source.contains("data/sample_inputs/"),
+                "{name}: {source}"
+            );
+        }
+        let notes = report["signature"]["notes"].to_string();
+        assert!(
+            notes.contains("the .pt2 archive's own sample inputs"),
+            "{name}: {notes}"
+        );
+        assert!(
+            text.contains("inputs: the .pt2 archive's own sample inputs"),
+            "{text}"
+        );
+        assert_eq!(report["reference"]["format"], "pt2");
+        assert!(text.contains("ExportedProgram layers"), "{text}");
+        assert!(!text.contains("TorchScript"), "{name}: {text}");
+    }
+    // Asking for random inputs keeps them random.
+    let (code, report, text) = run(
+        &archive("conv_bn_dynamo"),
+        &fixture("conv_bn_dynamo").join("model.onnx"),
+        &["--seed", "3"],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(report["inputs"][0]["source"], "random:seed=3");
+}
+
+#[test]
+fn sample_inputs_that_do_not_fit_the_onnx_model_are_not_a_panic() {
+    // encoder_block's program takes two tensors, conv_bn's ONNX model one: the sample inputs
+    // cannot be used, and the random inputs made instead do not fit the program either.
+    let (code, _, text) = run(
+        &archive("encoder_block"),
+        &fixture("conv_bn_dynamo").join("model.onnx"),
+        &[],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+}
+
+#[test]
+fn inputs_outside_the_programs_range_constraints_are_refused_in_one_line() {
+    let entry = entries()
+        .into_iter()
+        .find(|e| e["name"] == "dynamic")
+        .unwrap();
+    let (min, max) = (
+        entry["batch_range"][0].as_u64().unwrap(),
+        entry["batch_range"][1].as_u64().unwrap(),
+    );
+    let dir = fixture("pt2").join("dynamic");
+    let (pt2, onnx) = (dir.join("model.pt2"), dir.join("model.onnx"));
+    // Its own sample inputs, the inputs it was made with, and any batch in the range run.
+    let (code, report, text) = run(&pt2, &onnx, &[]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        report["inputs"][0]["shape"][0].as_u64(),
+        entry["sample_batch"].as_u64()
+    );
+    let inputs = dir.join("inputs.npz");
+    let (code, _, text) = run(&pt2, &onnx, &["--inputs", inputs.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    for batch in [min, max] {
+        let shape = format!("x={batch}x4");
+        let (code, report, text) = run(&pt2, &onnx, &["--shape", &shape]);
+        assert_eq!(code, 0, "{shape}: {text}");
+        assert_eq!(report["inputs"][0]["shape"][0].as_u64(), Some(batch));
+    }
+    for batch in [min - 1, max + 1] {
+        let shape = format!("x={batch}x4");
+        let (code, _, text) = run(&pt2, &onnx, &["--shape", &shape]);
+        assert_eq!(code, 2, "{shape}: {text}");
+        assert_eq!(text.trim().lines().count(), 1, "{text}");
+        let line = text.trim();
+        assert!(
+            line.contains(&format!("input 'x' dimension 0 is {batch}"))
+                && line.contains(&format!("[{min}, {max}]")),
+            "{line}"
+        );
+    }
+    // A static dimension is a range of one.
+    let (code, _, text) = run(&pt2, &onnx, &["--shape", "x=3x5"]);
+    assert_eq!(code, 2, "{text}");
+}
+
+#[test]
+fn every_report_names_the_reference_an_exported_program() {
+    let out = tempfile::tempdir().unwrap();
+    let path = |file: &str| out.path().join(file).to_str().unwrap().to_string();
+    let (md, html, junit) = (path("r.md"), path("r.html"), path("r.xml"));
+    let name = "fault_gelu";
+    let (code, report, text) = run(
+        &archive(name),
+        &fixture(name).join("model.onnx"),
+        &["--markdown", &md, "--html", &html, "--junit", &junit],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(report["reference"]["format"], "pt2");
+    assert_eq!(report["reference"]["name"], "ExportedProgram");
+    let gates = report["gates"].to_string();
+    assert!(gates.contains("of ExportedProgram layers"), "{gates}");
+    for (what, content) in [
+        ("terminal", text),
+        ("Markdown", std::fs::read_to_string(&md).unwrap()),
+        ("HTML", std::fs::read_to_string(&html).unwrap()),
+        ("JUnit", std::fs::read_to_string(&junit).unwrap()),
+    ] {
+        assert!(content.contains("ExportedProgram"), "{what}: {content}");
+        assert!(!content.contains("TorchScript"), "{what} says TorchScript");
+    }
 }

@@ -652,7 +652,7 @@ pub fn scatter(detail: &LayerDetail, cmp: &Comparison) -> Result<String> {
             .light_line_style(TRANSPARENT)
             .bold_line_style(GRID)
             .axis_style(INK)
-            .x_desc("reference (TorchScript)")
+            .x_desc("reference (PyTorch)")
             .y_desc("ONNX Runtime")
             .x_labels(5)
             .y_labels(5)

@@ -9,6 +9,7 @@
 //! Isolation shows only where it ran (`show_isolated`, `isolation`), so that the
 //! page of a run without it is the page it always was.
 
+use crate::outcome::reference::{Reference, ReferenceFormat};
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::capture::tensor::format_shape;
@@ -81,6 +82,8 @@ pub struct Page {
 
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// The reference's name (`TorchScript`, `ExportedProgram`).
+    pub reference: &'static str,
     pub layers: usize,
     pub failing: usize,
     pub outputs: usize,
@@ -502,7 +505,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
         row_limit: ROW_LIMIT,
         show_dtype: show_dtype(outcome),
         ops: ops(outcome),
-        unpaired: unpaired(c),
+        unpaired: unpaired(c, &outcome.reference),
         unpaired_open: c.unpaired.iter().filter(|u| !u.accounted).count(),
         uncapturable: uncapturable(c),
     })
@@ -512,6 +515,7 @@ pub fn page(outcome: &Outcome) -> Result<Page> {
 fn summary(outcome: &Outcome) -> Summary {
     let c = &outcome.coverage;
     Summary {
+        reference: outcome.reference.name(),
         layers: outcome.layers.len(),
         failing: outcome.layers.iter().filter(|l| !l.cmp.pass).count(),
         outputs: outcome.outputs.len(),
@@ -532,9 +536,17 @@ fn summary(outcome: &Outcome) -> Summary {
     }
 }
 
+/// The reference's file role and run label, by what the reference is.
+fn labels(outcome: &Outcome) -> (&'static str, &'static str) {
+    match outcome.reference.format {
+        ReferenceFormat::Pt2 => ("ExportedProgram (reference)", "ExportedProgram run"),
+        ReferenceFormat::Torchscript => ("TorchScript (reference)", "TorchScript run"),
+    }
+}
+
 fn models(outcome: &Outcome) -> Vec<FileView> {
     [
-        ("TorchScript (reference)", &outcome.torch_model),
+        (labels(outcome).0, &outcome.torch_model),
         ("ONNX", &outcome.onnx_model),
     ]
     .into_iter()
@@ -618,7 +630,7 @@ fn timing(outcome: &Outcome) -> Vec<Fact> {
     [
         ("total", t.total_s),
         ("loading", t.load_s),
-        ("TorchScript run", t.torch_run_s),
+        (labels(outcome).1, t.torch_run_s),
         ("ONNX Runtime run", t.onnx_run_s),
         ("pairing", t.pairing_s),
         ("statistics", t.statistics_s),
@@ -666,11 +678,11 @@ fn ops(outcome: &Outcome) -> Vec<String> {
     ops.into_iter().collect()
 }
 
-fn unpaired(c: &CoverageReport) -> Vec<UnpairedView> {
+fn unpaired(c: &CoverageReport, reference: &Reference) -> Vec<UnpairedView> {
     c.unpaired
         .iter()
         .map(|u| UnpairedView {
-            side: u.side.label(),
+            side: reference.side_label(u.side),
             name: u.name.clone(),
             op: u.op.clone(),
             module: module_label(&u.module).to_string(),

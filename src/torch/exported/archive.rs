@@ -64,6 +64,24 @@ pub fn format_line(path: &Path) -> Option<String> {
     ))
 }
 
+/// The bytes of the archive's sample inputs (`data/sample_inputs/<model>.pt`, the
+/// `(args, kwargs)` torch.export.export was given, as torch.save writes them) and that entry's
+/// name; `None` when the archive holds none.
+pub fn sample_input_bytes(path: &Path) -> Result<Option<(String, Vec<u8>)>> {
+    let file = std::fs::File::open(path).map_err(|e| anyhow!("cannot open it: {e}"))?;
+    let zip = zip::ZipArchive::new(file).map_err(|e| anyhow!("not a readable zip: {e}"))?;
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let root = root_of(&refs).ok_or_else(|| anyhow!("not a PT2 archive (no archive_format)"))?;
+    let mut zip = Zip { zip, root, names };
+    let entry = format!("data/sample_inputs/{}.pt", model_name(&zip)?);
+    if !zip.has_under(&entry) {
+        return Ok(None);
+    }
+    let bytes = zip.bytes(&entry)?;
+    Ok(Some((entry, bytes)))
+}
+
 /// The folder the archive's entries sit in (`model/`), found by its `archive_format` entry.
 fn root_of(names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| {

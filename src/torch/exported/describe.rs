@@ -40,6 +40,7 @@ pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> Grap
         cuda_ops: sites(nodes, cuda_device),
         state_writes: Vec::new(),
         exported: true,
+        input_dims: Vec::new(),
     }
 }
 

@@ -19,6 +19,10 @@ pub struct Model {
     pub schema_version: Option<SchemaVersion>,
     #[serde(default)]
     pub torch_version: String,
+    /// Each dynamic dimension's symbol (`s77`) with its `min_val` and `max_val` (`null`:
+    /// unbounded).
+    #[serde(default)]
+    pub range_constraints: HashMap<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -38,6 +42,9 @@ pub struct GraphModule {
 #[derive(Debug, Deserialize)]
 pub struct Graph {
     pub nodes: Vec<Node>,
+    /// Each named tensor's metadata (`sizes`: `{"as_int": 4}` or `{"as_expr": ...}` each).
+    #[serde(default)]
+    pub tensor_values: HashMap<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]

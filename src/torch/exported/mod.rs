@@ -12,15 +12,36 @@ mod archive;
 mod describe;
 mod graph;
 mod outputs;
+mod ranges;
 mod scope;
 mod translate;
 
+use super::convert::to_host;
 use super::ffi::ModulePlan;
 use super::meta::GraphMeta;
+use crate::capture::tensor::HostTensor;
 use anyhow::{anyhow, Result};
 use std::path::Path;
 
 pub use archive::{format_line, is_archive};
+pub use ranges::{refusal as shape_refusal, DimRule};
+
+/// The archive's own sample inputs, as host tensors in argument order, with the entry they
+/// were read from (`data/sample_inputs/model.pt`); `None` when it stores none. libtorch's
+/// unpickler reads them (they are torch.save's format), so no Python is involved.
+pub fn sample_inputs(path: &Path) -> Result<Option<(String, Vec<HostTensor>)>> {
+    let Some((entry, bytes)) = archive::sample_input_bytes(path)? else {
+        return Ok(None);
+    };
+    let tensors = super::ffi::pickled_sample_inputs(&bytes)
+        .map_err(|e| anyhow!("its sample inputs ({entry}) cannot be fed: {e}"))?;
+    let host = tensors
+        .iter()
+        .map(|t| to_host(&t.to_device(tch::Device::Cpu)))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| anyhow!("its sample inputs ({entry}): {e}"))?;
+    Ok(Some((entry, host)))
+}
 
 /// Reads the archive at `path` and prepares its program to run, with its metadata.
 pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
@@ -40,6 +61,7 @@ pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
         })
         .collect::<Result<Vec<_>>>()?;
     let plan = ModulePlan::load_program(&translation.text, &constants)?;
-    let meta = describe::describe(&model, &translation, parameter_dtype);
+    let mut meta = describe::describe(&model, &translation, parameter_dtype);
+    meta.input_dims = ranges::input_rules(&model, &translation.inputs);
     Ok((plan, meta))
 }
