@@ -414,9 +414,10 @@ def main(argv):
             what = f"--slice {args.slice}" if args.slice else \
                 f"--family {' '.join(args.family or [])}"
             refs.splice(args.splice_references, data["references"],
-                        f"This section: `python scripts/sweep.py {what} --reference both "
-                        f"--splice-references ...`, binary `{binary_id}`, "
-                        f"{data['generated']}.")
+                        f"This section covers `{what}` alone ({len(specs)} models), not the "
+                        "selection the rest of this report is about: `python scripts/sweep.py "
+                        f"{what} --reference both --splice-references ...`, binary "
+                        f"`{binary_id}`, {data['generated']}.")
     data["run"] = {"wall_s": round(time.time() - start, 1), "jobs": args.jobs,
                    "selection": {"family": args.family, "model": args.model, "only": args.only,
                                  "limit": args.limit, "slice": args.slice}}
