@@ -26,6 +26,15 @@ measurement's alone) and printing/writing the table of ratios:
                    Target: ((f) - (b)) / (N - 1), the cost of one more sample, at most 1.2x
                    two plain forwards (the floor's TorchScript forward + ONNX Runtime run).
                    --skip-samples leaves it out.
+  (g) .pt2         (b) with the torch.export reference: `align-check MODEL.pt2 MODEL.onnx ...`,
+                   the same network's `torch.export.export` program (bench_models.py), run
+                   right after each (b) so both see the same load. Target (issue 51): (g)/(b)
+                   at most 1.1. Once per model, at one thread, the `values` child checks what
+                   the .pt2 reference computes: every value align-check captures from the
+                   archive (examples/pt2_values.rs, built by `cargo build --release --example
+                   pt2_values`) against what `torch.export.load(MODEL.pt2).module()` computes
+                   node by node in Python (torch.fx.Interpreter): max abs difference, wanted 0.
+                   --skip-pt2 leaves both out.
   (c) verify       torch.onnx.verification.verify_onnx_program(program, args,
                    compare_intermediates=True) on the dynamo export, rebuilt in the child from
                    the cached ONNX file and ExportedProgram; only the call itself is timed
@@ -47,6 +56,7 @@ one's. vit_l_16 (1.2 GB of weights per file) is opt-in: `--models ...,vit_l_16`.
 Usage (from the repository root; scripts/bench.sh bootstraps and builds first):
     .venv/bin/python scripts/bench.py [--models resnet50,vit_b_16,fpn_r18] [--runs 3]
         [--threads N] [--skip-verify] [--skip-isolate] [--skip-bounded] [--skip-samples]
+        [--skip-pt2] [--values-binary PATH]
         [--samples 8] [--out reports/bench.md] [--before OLD.json]
 """
 
@@ -77,6 +87,7 @@ TARGET_RSS_RATIO = 1.3       # align-check peak RSS / (activations + model files
 TARGET_ISOLATE_RATIO = 1.5   # (d)/(b) at most
 TARGET_BOUNDED_RATIO = 2.0   # (e)/(b) at most
 TARGET_SAMPLE_RATIO = 1.2    # one more sample / two plain forwards at most
+TARGET_PT2_RATIO = 1.1       # (g)/(b) at most (issue 51)
 
 
 # --- children: each prints one RESULT_TAG line of JSON on stdout -----------------------------
@@ -218,7 +229,64 @@ def child_verify(folder: Path, threads: int) -> None:
            "fx_call_function_nodes": fx_nodes, "max_abs_diff": worst})
 
 
-CHILDREN = {"floor": child_floor, "sizes": child_sizes, "verify": child_verify}
+def child_values(folder: Path, threads: int, values_binary: str) -> None:
+    """(g)'s values: what align-check captures from model.pt2 (at `threads`) against what
+    ep.module() computes node by node in Python at the same thread count."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(threads)
+
+    class Recorder(torch.fx.Interpreter):
+        """Keeps a copy of every call node's tensor results as they are computed (a copy: an
+        in-place op later in the graph would rewrite a result kept by reference)."""
+
+        def __init__(self, module):
+            super().__init__(module)
+            self.values = {}
+
+        def run_node(self, n):
+            result = super().run_node(n)
+            if n.op == "call_function":
+                items = result if isinstance(result, (tuple, list)) else None
+                if isinstance(result, torch.Tensor):
+                    self.values[n.name] = result.clone()
+                for k, item in enumerate(items or []):
+                    if isinstance(item, torch.Tensor):
+                        self.values[f"{n.name}.{k}"] = item.clone()
+            return result
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "values.npz")
+        run = subprocess.run([values_binary, str(folder / "model.pt2"),
+                              str(folder / "inputs.npz"), out], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"{values_binary} failed: {run.stderr[-800:]}")
+        with np.load(out) as z:
+            captured = {k: z[k] for k in z.files}
+    recorder = Recorder(torch.export.load(str(folder / "model.pt2")).module())
+    with torch.no_grad():
+        outputs = recorder.run(*[torch.from_numpy(v) for v in _load_input(folder).values()])
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    expected = {k: v.detach().contiguous().numpy() for k, v in recorder.values.items()}
+    expected.update({f"output.{k}": o.detach().numpy() for k, o in enumerate(outputs)})
+    worst, worst_key, compared, outputs_worst = 0.0, None, 0, 0.0
+    for key, got in captured.items():
+        want = expected.get(key)
+        if want is None or want.shape != got.shape:
+            continue
+        diff = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()) \
+            if got.size else 0.0
+        compared += 1
+        if diff > worst:
+            worst, worst_key = diff, key
+        if key.startswith("output."):
+            outputs_worst = max(outputs_worst, diff)
+    _emit({"captured": len(captured), "python_values": len(expected), "compared": compared,
+           "max_abs": worst, "worst_value": worst_key, "outputs_max_abs": outputs_worst})
+
+
+CHILDREN = {"floor": child_floor, "sizes": child_sizes, "verify": child_verify,
+            "values": child_values}
 
 
 # --- the parent ------------------------------------------------------------------------------
@@ -333,8 +401,10 @@ def bench_model(name, args, log):
     random_cmd = [a for i, a in enumerate(ac_cmd)
                   if a != "--inputs" and (i == 0 or ac_cmd[i - 1] != "--inputs")]
     samples_cmd = random_cmd + ["--samples", str(args.samples)]
+    pt2_cmd = [str(folder / "model.pt2") if a == str(folder / "model.pt") else a
+               for a in ac_cmd]
     res = {"name": name, "manifest": manifest, "floor": [], "align_check": [], "isolate": [],
-           "bounded": [], "samples": [], "budget_mb": None}
+           "bounded": [], "samples": [], "pt2": [], "budget_mb": None}
 
     def run_floor(i, keep):
         m = measure(child_cmd("floor", folder, args.threads), log_dir=logs, label=f"floor{i}")
@@ -352,7 +422,7 @@ def bench_model(name, args, log):
             report_json.unlink()
         cmd = {"align_check": ac_cmd, "isolate": ac_cmd + ["--isolate"],
                "bounded": ac_cmd + ["--max-memory", f"{res['budget_mb']}M"],
-               "samples": samples_cmd}[kind]
+               "samples": samples_cmd, "pt2": pt2_cmd}[kind]
         label = kind.replace("_", "-")
         m = measure(cmd, log_dir=logs, label=f"{label}{i}")
         if m["exit_code"] not in (0, 1) or not report_json.exists():
@@ -396,11 +466,15 @@ def bench_model(name, args, log):
     for i in range(args.warmup):
         run_floor(i, keep=False)
         warm = run_ac(i, keep=False)
+        if not args.skip_pt2:
+            run_ac(i, keep=False, kind="pt2")
     if not args.skip_bounded:
         choose_budget(warm["rss_mb"] if warm else run_ac(0, keep=False)["rss_mb"])
     for i in range(args.runs):
         run_floor(i, keep=True)
         run_ac(i, keep=True)
+        if not args.skip_pt2:
+            run_ac(i, keep=True, kind="pt2")
         if not args.skip_isolate:
             run_ac(i, keep=True, kind="isolate")
         if not args.skip_bounded:
@@ -416,6 +490,17 @@ def bench_model(name, args, log):
         res["sizes"] = m
         log(f"  sizes: {m['result']['torch_values']} TorchScript values, "
             f"{m['result']['torch_bytes'] / 1e6:.0f} MB")
+
+    res["values"] = None
+    if not args.skip_pt2 and args.values_binary.exists():
+        m = measure(child_cmd("values", folder, 1) + [str(args.values_binary)], log_dir=logs,
+                    label="values")
+        if m["exit_code"] != 0 or m["result"] is None:
+            log(f"  values failed ({m['exit_code']}): {m['stderr_tail'][-800:]}")
+        else:
+            res["values"] = m["result"]
+            log(f"  values: {m['result']['compared']} of {m['result']['captured']} captured "
+                f"values compared with ep.module()'s, max abs {m['result']['max_abs']:g}")
 
     if args.skip_verify:
         res["verify"] = None
@@ -485,6 +570,16 @@ def summarise(res, overhead):
     row["ratio_bounded"] = row["bounded_s"] / row["ac_s"] if bounded and row["ac_s"] else None
     row["bounded_same"] = (all(m["layers_digest"] == ac[0]["layers_digest"] for m in bounded)
                            if bounded else None)
+    pt2 = res.get("pt2") or []
+    row["pt2_s"] = median([m["wall_s"] for m in pt2]) if pt2 else None
+    row["pt2_rss"] = median([m["rss_mb"] for m in pt2]) if pt2 else None
+    row["pt2_load_s"] = median([m["timing"].get("load_s") for m in pt2]) if pt2 else None
+    row["pt2_torch_run_s"] = median([m["timing"].get("torch_run_s") for m in pt2]) \
+        if pt2 else None
+    row["ratio_pt2"] = row["pt2_s"] / row["ac_s"] if pt2 and row["ac_s"] else None
+    row["pt2_verdict"] = pt2[-1].get("verdict") if pt2 else None
+    row["pt2_coverage"] = pt2[-1].get("coverage") if pt2 else None
+    row["pt2_values"] = res.get("values")
     samples = res.get("samples") or []
     row["samples_s"] = median([m["wall_s"] for m in samples]) if samples else None
     row["samples_n"] = res.get("samples_n")
@@ -550,6 +645,33 @@ def render_before(rows, before):
         cells += [f"{fmt(b['ac_timing'].get(k))} → {fmt(r['ac_timing'].get(k))}" for k in keys]
         cells.append(f"{fmt(b['ac_rss'], '.0f')} → {fmt(r['ac_rss'], '.0f')}")
         L.append(f"| {r['model']} | " + " | ".join(cells) + " |")
+    return L
+
+
+def render_pt2(rows):
+    """(g): the torch.export reference against the TorchScript one, and its values."""
+    L = ["", f"| model | TorchScript s (b) | .pt2 s (g) | (g)/(b) ≤ {TARGET_PT2_RATIO:g} | "
+             "load s (b) / (g) | torch run s (b) / (g) | peak RSS MB (b) / (g) | verdict, "
+             "coverage (b) / (g) | values vs ep.module(), 1 thread: compared, max abs |",
+         "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        v = r.get("pt2_values")
+        cov_b, cov_g = r.get("ac_coverage") or {}, r.get("pt2_coverage") or {}
+        values = "–" if v is None else (f"{v['compared']} of {v['captured']}, "
+                                        f"{v['max_abs']:g} (outputs {v['outputs_max_abs']:g})")
+        L.append(
+            f"| {r['model']} | {fmt(r['ac_s'])} | {fmt(r['pt2_s'])} | "
+            f"{mark(r['ratio_pt2'], TARGET_PT2_RATIO, True)} | "
+            f"{fmt(r['ac_timing']['load_s'])} / {fmt(r['pt2_load_s'])} | "
+            f"{fmt(r['ac_timing']['torch_run_s'])} / {fmt(r['pt2_torch_run_s'])} | "
+            f"{fmt(r['ac_rss'], '.0f')} / {fmt(r['pt2_rss'], '.0f')} | "
+            f"{r['ac_verdict']} {fmt(cov_b.get('torch_ratio'))} / {r['pt2_verdict']} "
+            f"{fmt(cov_g.get('torch_ratio'))} | {values} |")
+    L += ["", "(g) is (b) with the torch.export program (`model.pt2`, "
+              "`torch.export.export` of the same network) as the reference, run right after "
+              "each (b). Values: every value align-check captures from the .pt2 at one thread "
+              "(examples/pt2_values.rs) against what `ep.module()` computes node by node in "
+              "Python at one thread, by FX node name; outputs among them."]
     return L
 
 
@@ -621,6 +743,8 @@ def render(rows, args, overhead, started, finished, load_start, load_end, before
         L.append("(f) is (b) on N random samples instead of the inputs file; one more sample is "
                  "((f) − (b)) / (N − 1); two plain forwards are the floor's TorchScript forward "
                  "plus its ONNX Runtime run (all outputs).")
+    if any(r.get("pt2_s") is not None for r in rows):
+        L.extend(render_pt2(rows))
     if any(r["iso_s"] is not None for r in rows):
         L.append("")
         L.append("| model | align-check s (b) | with --isolate s (d) | (d)/(b) ≤ 1.5 | "
@@ -694,7 +818,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_child":
         kind, folder, threads = argv[1], Path(argv[2]), int(argv[3])
-        CHILDREN[kind](folder, threads)
+        CHILDREN[kind](folder, threads, *argv[4:])
         return 0
 
     sys.path.insert(0, str(SCRIPTS))
@@ -715,6 +839,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-bounded", action="store_true", help="leave out (e)")
     ap.add_argument("--skip-samples", action="store_true", help="leave out (f)")
     ap.add_argument("--samples", type=int, default=8, help="samples of (f)")
+    ap.add_argument("--skip-pt2", action="store_true", help="leave out (g) and its values")
+    ap.add_argument("--values-binary", type=Path, default=None,
+                    help="(g)'s values child (default: examples/pt2_values beside --binary)")
     ap.add_argument("--verify-timeout", type=float, default=3600.0,
                     help="seconds before (c) is killed and reported as a lower bound")
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "align-check")
@@ -735,6 +862,11 @@ def main(argv=None) -> int:
         print(f"bench.py: {args.binary} not found; run scripts/bench.sh (it builds it)",
               file=sys.stderr)
         return 2
+    if args.values_binary is None:
+        args.values_binary = args.binary.parent / "examples" / "pt2_values"
+    if not args.skip_pt2 and not args.values_binary.exists():
+        print(f"bench.py: {args.values_binary} not found (cargo build --release --example "
+              "pt2_values): (g)'s values are left out", file=sys.stderr)
     names = args.models.split(",")
     for n in names:
         if n not in bench_models.MODELS:

@@ -17,16 +17,20 @@ cd "$repo"
 
 bash scripts/bootstrap.sh >/dev/null
 
+# The binary, and the example that writes what it captures from a .pt2 (bench.py's (g) values).
 bin="target/release/align-check"
+values="target/release/examples/pt2_values"
 stale=0
-if [ ! -x "$bin" ]; then
-    stale=1
-elif [ -n "$(find src build.rs Cargo.toml Cargo.lock -newer "$bin" -type f 2>/dev/null | head -n 1)" ]; then
-    stale=1
-fi
+for exe in "$bin" "$values"; do
+    if [ ! -x "$exe" ]; then
+        stale=1
+    elif [ -n "$(find src examples build.rs Cargo.toml Cargo.lock -newer "$exe" -type f 2>/dev/null | head -n 1)" ]; then
+        stale=1
+    fi
+done
 if [ "$stale" = 1 ]; then
     echo "bench.sh: building $bin (cargo build --release; the first time takes many minutes)" >&2
-    cargo build --release >&2
+    cargo build --release --bin align-check --example pt2_values >&2
 fi
 
 exec "$repo/.venv/bin/python" scripts/bench.py "$@"

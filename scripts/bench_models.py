@@ -8,6 +8,8 @@ BatchNorm folding matters numerically), in eval mode, and writing into
 
     model.pt             torch.jit.trace of the network (what align-check takes as reference)
     model.onnx           legacy TorchScript-based exporter, opset 17 (what align-check checks)
+    model.pt2            torch.export.export of the network, torch.export.save'd: bench.py's
+                         (g), the .pt2 reference (issue 51)
     inputs.npz           the one input, keyed by the ONNX input name
     dynamo/model.onnx    the dynamo exporter's ONNX (ONNXProgram.save)
     dynamo/program.pt2   that ONNXProgram's ExportedProgram (torch.export.save), so that
@@ -129,7 +131,9 @@ def build(name: str, force: bool = False, log=print, dynamo: bool = True) -> Pat
             manifest = json.loads(manifest_path.read_text())
             # Manifests from before `--no-dynamo` always had the dynamo files.
             has_dynamo = manifest.get("dynamo", True)
-            if manifest.get("recipe_version") == RECIPE_VERSION and (has_dynamo or not dynamo):
+            # A folder from before the .pt2 reference (issue 51) lacks model.pt2.
+            if manifest.get("recipe_version") == RECIPE_VERSION and (has_dynamo or not dynamo) \
+                    and (folder / "model.pt2").exists():
                 return folder
         except (OSError, ValueError):
             pass
@@ -171,6 +175,14 @@ def build(name: str, force: bool = False, log=print, dynamo: bool = True) -> Pat
                           do_constant_folding=True)
         times["legacy_export_s"] = time.perf_counter() - t
 
+    # The torch.export reference (issue 51): the program a user following PyTorch's advice
+    # has, exported from the same module (fast path off, as for the trace).
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(model, (x,)), str(tmp / "model.pt2"))
+    times["pt2_export_s"] = time.perf_counter() - t
+
     np.savez(tmp / "inputs.npz", input=x.numpy())
 
     if dynamo:
@@ -199,6 +211,7 @@ def build(name: str, force: bool = False, log=print, dynamo: bool = True) -> Pat
         "sizes": {
             "model.pt": _file_size(tmp / "model.pt"),
             "model.onnx": _file_size(tmp / "model.onnx"),
+            "model.pt2": _file_size(tmp / "model.pt2"),
         },
         "times": times,
     }

@@ -9,12 +9,15 @@ Responsible for the command line and the schedule: which models (`--family`, `--
 clean checks; then, in a second pass, fault recipes in a child and fault checks), `--jobs`
 pipelines at a time, progress lines, and what is reused: exports are cached by model, results
 by the binary's identity, so a rerun does only what is missing (`--recheck` re-runs the checks
-of cached exports, nothing else; `--report-only` rewrites the reports). The work itself
-lives in scripts/sweep/.
+of cached exports, nothing else; `--report-only` rewrites the reports). `--reference` says which
+reference each clean pair and fault is checked against: the TorchScript `model.pt` (default),
+the torch.export `model.pt2` written next to it (issue 51; scripts/sweep/pt2.py), or both, each
+reference's results cached apart. The work itself lives in scripts/sweep/.
 
     python scripts/sweep.py --jobs 2                 # the full sweep (resumable)
     python scripts/sweep.py --recheck                # new binary: checks only
     python scripts/sweep.py --slice ci --check       # CI: ~10 models, exit 1 on a missed target
+    python scripts/sweep.py --family hazards --reference both   # TorchScript and .pt2
     python scripts/sweep.py --calibration --no-export --jobs 1   # reports/calibration.md
 """
 
@@ -65,6 +68,10 @@ def parse_args(argv):
     p.add_argument("--no-export", action="store_true",
                    help="export nothing new; check what is cached (and plan its faults)")
     p.add_argument("--no-faults", action="store_true", help="clean checks only")
+    p.add_argument("--reference", choices=["torchscript", "pt2", "both"], default="torchscript",
+                   help="the reference side of every check: the TorchScript model.pt "
+                   "(default), the torch.export model.pt2 (made for each model torch.export "
+                   "takes; why not, for the others), or both; the reports compare the two")
     p.add_argument("--calibration", action="store_true",
                    help="the tolerance calibration instead of the sweep: `--isolate` checks of "
                    "clean pairs (the plain export of each model and its float16 variants) "
@@ -75,6 +82,10 @@ def parse_args(argv):
                    help="exit 1 when a selected model misses a target (for CI)")
     p.add_argument("--out-dir", help="where sweep.md/sweep.json go (default reports/, or "
                    "the cache's ci/ folder for --slice ci)")
+    p.add_argument("--splice-references", metavar="MD",
+                   help="with --reference both: also write the comparison of the references "
+                   "into this existing report (between markers; reports/sweep.md takes the CI "
+                   "slice's this way, its other sections coming from the full registry)")
     p.add_argument("--export-timeout", type=int, default=1200, metavar="S",
                    help="seconds for one model's export child (default 1200)")
     p.add_argument("--check-timeout", type=int, default=600, metavar="S",
@@ -120,6 +131,10 @@ def pair_names(spec):
     return names
 
 
+def references(args):
+    return ["torchscript", "pt2"] if args.reference == "both" else [args.reference]
+
+
 def run_child(argv, timeout):
     """A python child of this script; returns (exit status or 'timeout', stderr tail)."""
     try:
@@ -152,18 +167,52 @@ def export_model(spec, args):
     log(f"exported {spec['id']} in {time.time() - start:.0f} s (child exit {status})")
 
 
-def clean_check(spec, pair, args, binary_id, rerun):
+def export_pt2(spec, args):
+    """The model's .pt2 (and pt2.json) when the run checks against it and it was not tried yet;
+    a child that dies or times out is recorded as torch.export's failure."""
+    from sweep import pt2
+    folder = cache.model_dir(spec["id"])
+    if "pt2" not in references(args) or args.recheck or args.report_only or args.no_export \
+            or cache.read_json(pt2.record_path(folder)) is not None \
+            or not os.path.exists(os.path.join(folder, "spec.json")):
+        return
+    start = time.time()
+    status, tail = run_child(["_pt2", spec["id"]], args.export_timeout)
+    record = cache.read_json(pt2.record_path(folder))
+    if record is None:
+        record = {"status": "error", "stage": "torch.export", "child_exit": status,
+                  "error": f"the .pt2 child ended (exit {status}) without a record: {tail}"}
+        cache.write_json(pt2.record_path(folder), record)
+    log(f".pt2 of {spec['id']}: {record['status']} in {time.time() - start:.0f} s"
+        + (f" ({record.get('error')})" if record["status"] != "ok" else ""))
+
+
+def reference_model(folder, record, reference):
+    """The reference file a pair is checked against, or None when it has none (no .pt2, or a
+    pair with its own TorchScript, which the model's .pt2 is no twin of)."""
+    if reference == "torchscript":
+        return record["pt"]
+    from sweep import pt2
+    if os.path.abspath(record["pt"]) != os.path.abspath(os.path.join(folder, "model.pt")):
+        return None
+    return pt2.pt2_path(folder)
+
+
+def clean_check(spec, pair, args, binary_id, rerun, reference="torchscript"):
     folder = cache.model_dir(spec["id"])
     record = cache.read_json(os.path.join(folder, pair, "pair.json"), {})
     if record.get("status") != "ok":
         return None
+    reference_file = reference_model(folder, record, reference)
+    if reference_file is None:
+        return None
     key = f"{spec['id']}/{pair}"
-    path = cache.result_path(binary_id, key)
+    path = cache.result_path(binary_id, key, reference)
     result = cache.read_json(path)
     if result is None or (rerun and not args.report_only):
         if args.report_only:
             return None
-        result = check.run_check(args.binary, record["pt"],
+        result = check.run_check(args.binary, reference_file,
                                  os.path.join(folder, pair, "model.onnx"),
                                  os.path.join(folder, "inputs.npz"), args.check_timeout)
         if result.get("environment_error"):
@@ -171,7 +220,7 @@ def clean_check(spec, pair, args, binary_id, rerun):
             return None
         cache.write_json(path, result)
         cov = (result.get("coverage") or {}).get("torch_ratio")
-        log(f"check {key}: exit {result['exit']} coverage "
+        log(f"check {key} [{reference}]: exit {result['exit']} coverage "
             f"{cov if cov is None else round(cov, 3)} ({result['wall_s']:.1f} s)")
     if not args.report_only and check.production_only_failure(result) \
             and "reference_optimised" not in record:
@@ -189,9 +238,12 @@ def clean_check(spec, pair, args, binary_id, rerun):
     return result
 
 
-def fault_checks(spec, pair, args, binary_id):
+def fault_checks(spec, pair, args, binary_id, reference="torchscript"):
     folder = cache.model_dir(spec["id"])
     record = cache.read_json(os.path.join(folder, pair, "pair.json"), {})
+    reference_file = reference_model(folder, record, reference)
+    if reference_file is None:
+        return
     recipes_path = os.path.join(folder, pair, "faults.json")
     recipes = cache.read_json(recipes_path)
     if recipes is None:
@@ -214,7 +266,7 @@ def fault_checks(spec, pair, args, binary_id):
         cache.write_json(recipes_path, recipes)
     for recipe in recipes.get("faults", []):
         key = f"{spec['id']}/{pair}/{recipe['id']}"
-        path = cache.result_path(binary_id, key)
+        path = cache.result_path(binary_id, key, reference)
         if cache.read_json(path) is not None and not args.recheck:
             continue
         if args.report_only:
@@ -222,14 +274,14 @@ def fault_checks(spec, pair, args, binary_id):
         with tempfile.TemporaryDirectory(prefix="sweep-fault-") as tmp:
             onnx_path = os.path.join(tmp, "model.onnx")
             faults.materialise(os.path.join(folder, pair, "model.onnx"), recipe, onnx_path)
-            result = check.run_check(args.binary, record["pt"], onnx_path,
+            result = check.run_check(args.binary, reference_file, onnx_path,
                                      os.path.join(folder, "inputs.npz"), args.fault_timeout)
         if result.get("environment_error"):
             log(f"fault {key}: not kept, the machine failed: {result['stderr'][-1]}")
             continue
         cache.write_json(path, result)
         first = result.get("first_divergence") or {}
-        log(f"fault {key} ({recipe['detail']}): exit {result['exit']} at "
+        log(f"fault {key} [{reference}] ({recipe['detail']}): exit {result['exit']} at "
             f"{first.get('module')!r}/{first.get('onnx_node')!r}, expected "
             f"{recipe['expected_module']!r}/{recipe['node']!r} ({result['wall_s']:.1f} s)")
 
@@ -237,8 +289,10 @@ def fault_checks(spec, pair, args, binary_id):
 def clean_pipeline(spec, args, binary_id):
     try:
         export_model(spec, args)
+        export_pt2(spec, args)
         for pair in pair_names(spec):
-            clean_check(spec, pair, args, binary_id, args.recheck)
+            for reference in references(args):
+                clean_check(spec, pair, args, binary_id, args.recheck, reference)
     except Exception as err:  # one model's trouble never stops the sweep
         log(f"pipeline {spec['id']} failed: {type(err).__name__}: {err}")
 
@@ -246,9 +300,16 @@ def clean_pipeline(spec, args, binary_id):
 def fault_pipeline(spec, args, binary_id):
     try:
         for pair in pair_names(spec):
-            result = clean_check(spec, pair, args, binary_id, False)  # pass 1 ran it
+            # Faults are planted in pairs that check clean against TorchScript (against the
+            # .pt2 when only it is run and TorchScript's result is not cached), and then
+            # checked against each reference: both check the same faults.
+            result = clean_check(spec, pair, args, binary_id, False) \
+                if "torchscript" in references(args) else \
+                cache.read_json(cache.result_path(binary_id, f"{spec['id']}/{pair}")) or \
+                clean_check(spec, pair, args, binary_id, False, "pt2")
             if result is not None and result.get("exit") == 0:
-                fault_checks(spec, pair, args, binary_id)
+                for reference in references(args):
+                    fault_checks(spec, pair, args, binary_id, reference)
     except Exception as err:
         log(f"fault pipeline {spec['id']} failed: {type(err).__name__}: {err}")
 
@@ -299,6 +360,12 @@ def main(argv):
         from sweep import export
         export.add_overflow_reference(cache.model_dir(argv[1]), argv[2])
         return 0
+    if argv and argv[0] == "_pt2":
+        import torch
+        from sweep import pt2
+        torch.set_num_threads(1)
+        pt2.make(argv[1])
+        return 0
     if argv and argv[0] == "_faults":
         plan_faults(*argv[1:4])
         return 0
@@ -339,7 +406,18 @@ def main(argv):
                 list(pool.map(lambda s: fault_pipeline(s, args, binary_id), specs))
     out_dir = args.out_dir or (os.path.join(cache.root(), "ci") if args.slice
                                else os.path.join(REPO, "reports"))
-    data = report.collect(specs, binary_id, pair_names)
+    data = report.collect(specs, binary_id, pair_names, references(args)[0])
+    if args.reference == "both":
+        from sweep import references as refs
+        data["references"] = refs.compare_all(specs, binary_id, pair_names)
+        if args.splice_references:
+            what = f"--slice {args.slice}" if args.slice else \
+                f"--family {' '.join(args.family or [])}"
+            refs.splice(args.splice_references, data["references"],
+                        f"This section covers `{what}` alone ({len(specs)} models), not the "
+                        "selection the rest of this report is about: `python scripts/sweep.py "
+                        f"{what} --reference both --splice-references ...`, binary "
+                        f"`{binary_id}`, {data['generated']}.")
     data["run"] = {"wall_s": round(time.time() - start, 1), "jobs": args.jobs,
                    "selection": {"family": args.family, "model": args.model, "only": args.only,
                                  "limit": args.limit, "slice": args.slice}}

@@ -8,8 +8,11 @@ Layout under `${ALIGN_CHECK_CACHE:-$HOME/.cache/align-check}/sweep/`:
   their own `model.pt` (the library's exporter fuses Conv+BN before tracing).
 - `exports/<model>/<pair>/faults/<fault>/model.onnx` + `fault.json`: derived ONNX files; the
   TorchScript of a fault is the clean one.
+- `exports/<model>/model.pt2` + `pt2.json`: the torch.export reference (pt2.py), or why
+  torch.export refused the model.
 - `results/<binary id>/<pair or fault key>.json`: one check's summary, keyed by the identity of
-  the align-check binary (sha256 of the file), so a new binary re-runs only the checks.
+  the align-check binary (sha256 of the file), so a new binary re-runs only the checks; the
+  checks against the `.pt2` reference under `results/<binary id>/pt2/`.
 - `bin/<binary id>/align-check`: the copy of the binary a sweep runs (cache.pin_binary).
 - `registry-*.json`: slow registry listings (timm's smallest variant per family), computed once.
 
@@ -53,8 +56,15 @@ def results_dir(binary_id):
     return os.path.join(root(), "results", binary_id)
 
 
-def result_path(binary_id, key):
-    return os.path.join(results_dir(binary_id), safe_name(key) + ".json")
+REFERENCES = ("torchscript", "pt2")
+
+
+def result_path(binary_id, key, reference="torchscript"):
+    """A check's summary; TorchScript's where it always was, so cached results stay valid."""
+    folder = results_dir(binary_id)
+    if reference != "torchscript":
+        folder = os.path.join(folder, reference)
+    return os.path.join(folder, safe_name(key) + ".json")
 
 
 def read_json(path, default=None):

@@ -37,7 +37,8 @@ def _pct(n, d):
     return f"{100.0 * n / d:.1f}%" if d else "-"
 
 
-def collect(specs, binary_id, pair_names):
+def collect(specs, binary_id, pair_names, reference="torchscript"):
+    """Everything the sweep knows, with the checks made against `reference`."""
     pairs, fault_rows, export_errors, models = [], [], [], []
     for spec in specs:
         folder = cache.model_dir(spec["id"])
@@ -61,7 +62,8 @@ def collect(specs, binary_id, pair_names):
                                       "stage": record.get("stage"),
                                       "error": record.get("error")})
                 continue
-            result = cache.read_json(cache.result_path(binary_id, f"{spec['id']}/{pair}"))
+            result = cache.read_json(cache.result_path(binary_id, f"{spec['id']}/{pair}",
+                                                       reference))
             row = {"model": spec["id"], "arch": spec["arch"], "pair": pair,
                    "variant": "+" in pair, "precision": record.get("precision"),
                    "reference": record.get("reference"), "result": result}
@@ -73,7 +75,7 @@ def collect(specs, binary_id, pair_names):
             recipes = cache.read_json(os.path.join(folder, pair, "faults.json")) or {}
             for recipe in recipes.get("faults", []):
                 fres = cache.read_json(cache.result_path(
-                    binary_id, f"{spec['id']}/{pair}/{recipe['id']}"))
+                    binary_id, f"{spec['id']}/{pair}/{recipe['id']}", reference))
                 if fres is None:
                     continue
                 fault_rows.append({"model": spec["id"], "pair": pair, "recipe": recipe,
@@ -230,6 +232,9 @@ def render(data):
                                                if len(examples) > 3 else "")
             lines.append(f"| {category} | {cause.replace('|', '/')} | {len(examples)} | "
                          f"{shown.replace('|', '/')} |")
+    if data.get("references"):
+        from . import references
+        lines += ["", *references.render(data["references"])]
     lines += ["", "## Clean pairs", "",
               "| model | pair | exit | coverage | worst layer (rel. to range) | unconfirmed | "
               "time (s) |", "|---|---|---|---|---|---|---|"]

@@ -504,4 +504,15 @@ mod tests {
         );
         assert_eq!(read, ["x", "x"]);
     }
+
+    /// T5's attention mask value, `torch.finfo(float32).min`, as the archive's JSON holds
+    /// it: read one ULP beyond float's range, libtorch refused to run the program
+    /// (`aten::where.ScalarOther: value cannot be converted to type float without overflow`).
+    #[test]
+    fn floats_are_read_exactly_from_the_archive_text() {
+        let b = Builder::default();
+        let v: Value = serde_json::from_str(r#"{"as_float": -3.4028234663852886e+38}"#).unwrap();
+        let token = encode(&b, &v, &mut Vec::new()).unwrap();
+        assert_eq!(token, format!("f{:?}", -(f32::MAX as f64)));
+    }
 }
