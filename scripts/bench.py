@@ -31,7 +31,7 @@ measurement's alone) and printing/writing the table of ratios:
                    right after each (b) so both see the same load. Target (issue 51): (g)/(b)
                    at most 1.1. Once per model, at one thread, the `values` child checks what
                    the .pt2 reference computes: every value align-check captures from the
-                   archive (examples/pt2_values.rs, built by `cargo build --release --example
+                   archive (tests/tools/pt2_values.rs, built by `cargo build --release --example
                    pt2_values`) against what `torch.export.load(MODEL.pt2).module()` computes
                    node by node in Python (torch.fx.Interpreter): max abs difference, wanted 0.
                    --skip-pt2 leaves both out.
@@ -670,7 +670,7 @@ def render_pt2(rows):
     L += ["", "(g) is (b) with the torch.export program (`model.pt2`, "
               "`torch.export.export` of the same network) as the reference, run right after "
               "each (b). Values: every value align-check captures from the .pt2 at one thread "
-              "(examples/pt2_values.rs) against what `ep.module()` computes node by node in "
+              "(tests/tools/pt2_values.rs) against what `ep.module()` computes node by node in "
               "Python at one thread, by FX node name; outputs among them."]
     return L
 

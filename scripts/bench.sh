@@ -24,7 +24,7 @@ stale=0
 for exe in "$bin" "$values"; do
     if [ ! -x "$exe" ]; then
         stale=1
-    elif [ -n "$(find src examples build.rs Cargo.toml Cargo.lock -newer "$exe" -type f 2>/dev/null | head -n 1)" ]; then
+    elif [ -n "$(find src tests/tools build.rs Cargo.toml Cargo.lock -newer "$exe" -type f 2>/dev/null | head -n 1)" ]; then
         stale=1
     fi
 done

@@ -42,6 +42,54 @@ struct Builder {
     ids: HashMap<String, usize>,
     lines: String,
     out: Vec<Captured>,
+    /// Per value made by a view op, the tensor whose storage it views (through views).
+    base: HashMap<String, String>,
+    /// Per base tensor, the capture ids of the in-place ops that wrote into it or a view of
+    /// it (`buf[..] = x` is `slice` then `copy_`): a later reader of the base reads what
+    /// they wrote, so they are among its producers. Without this a buffer written in place
+    /// reads as computed from `zeros` alone: a constant, never compared, and out of the
+    /// coverage count as well.
+    writes: HashMap<String, Vec<usize>>,
+}
+
+/// Ops whose result views their first argument's storage (as the TorchScript shim's
+/// `InPlaceWrites` lists them).
+const VIEWS: &[&str] = &[
+    "aten::slice",
+    "aten::select",
+    "aten::view",
+    "aten::reshape",
+    "aten::narrow",
+    "aten::unsqueeze",
+    "aten::squeeze",
+    "aten::permute",
+    "aten::transpose",
+    "aten::t",
+    "aten::expand",
+    "aten::expand_as",
+    "aten::view_as",
+    "aten::reshape_as",
+    "aten::as_strided",
+    "aten::diagonal",
+    "aten::unflatten",
+    "aten::flatten",
+    "aten::detach",
+    "aten::alias",
+    "aten::unfold",
+    "aten::movedim",
+    "aten::swapaxes",
+    "aten::contiguous",
+    "aten::numpy_T",
+    "aten::mT",
+    "aten::real",
+    "aten::imag",
+];
+
+impl Builder {
+    /// The tensor whose storage `name` is, through views.
+    fn base_of<'a>(&'a self, name: &'a str) -> &'a str {
+        self.base.get(name).map_or(name, String::as_str)
+    }
 }
 
 impl Builder {
@@ -263,15 +311,24 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
             writeln!(args, "{} {value}", hex(&input.name))?;
         }
     }
-    let producers: Vec<usize> =
-        read.iter()
-            .filter_map(|n| b.ids.get(n).copied())
-            .fold(Vec::new(), |mut acc, id| {
-                if !acc.contains(&id) {
-                    acc.push(id);
-                }
-                acc
-            });
+    // What the node reads, and what in-place ops wrote into it before.
+    let written = read
+        .iter()
+        .flat_map(|n| (b.writes.get(b.base_of(n))).into_iter().flatten().copied());
+    let producers: Vec<usize> = (read.iter().filter_map(|n| b.ids.get(n).copied()))
+        .chain(written.collect::<Vec<_>>())
+        .fold(Vec::new(), |mut acc, id| {
+            if !acc.contains(&id) {
+                acc.push(id);
+            }
+            acc
+        });
+    let first_read = node.inputs.first().and_then(|i| {
+        let mut names = Vec::new();
+        names_in(&i.arg, &mut |n| names.push(n));
+        names.first().map(|n| b.base_of(n).to_string())
+    });
+    let mut made = Vec::new();
     let mut ret = String::from("ret");
     let mut captures = String::new();
     for output in &node.outputs {
@@ -280,6 +337,7 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
             if tensor {
                 let id = b.capture(name, Some(k), producers.clone());
                 writeln!(captures, "cap {slot} {id}")?;
+                made.push((name.to_string(), id));
             }
             Ok(format!(" o{slot}"))
         };
@@ -299,6 +357,7 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
             _ => bail!("{op}.{overload} has an output this reader cannot read"),
         }
     }
+    note_aliasing(b, &op, first_read, &made);
     let head = if symbolic {
         format!("sym {op} {}\n", node.inputs.len())
     } else {
@@ -306,6 +365,27 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
     };
     b.lines = format!("{head}{args}{ret}\n{captures}");
     Ok(())
+}
+
+/// Records what a node's results alias: a view's results view its first argument's base; an
+/// in-place op (`copy_`, `add_`: a name ending in one `_`) wrote its result into its first
+/// argument's base.
+fn note_aliasing(b: &mut Builder, op: &str, first_read: Option<String>, made: &[(String, usize)]) {
+    let Some(base) = first_read else {
+        return;
+    };
+    if VIEWS.contains(&op) {
+        for (name, _) in made {
+            b.base.insert(name.clone(), base.clone());
+        }
+    } else if op.ends_with('_') && !op.ends_with("__") {
+        let writers = b.writes.entry(base.clone()).or_default();
+        writers.extend(made.iter().map(|(_, id)| *id));
+        // The op's result is the written tensor itself.
+        for (name, _) in made {
+            b.base.insert(name.clone(), base.clone());
+        }
+    }
 }
 
 fn hex(s: &str) -> String {
