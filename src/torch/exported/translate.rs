@@ -595,4 +595,45 @@ mod tests {
         let token = encode(&b, &v, &mut Vec::new()).unwrap();
         assert_eq!(token, format!("f{:?}", -(f32::MAX as f64)));
     }
+
+    /// `buf = zeros(..); buf[:, :2] = x; y = relu(buf)`: torch.export keeps the write as a
+    /// `slice` of the buffer and a `copy_` into it. The `relu` reads what `copy_` wrote, so
+    /// the write is among its producers; without it the relu read as computed from `zeros`
+    /// alone, a constant nobody compares.
+    #[test]
+    fn a_reader_of_a_buffer_written_in_place_reads_the_write() {
+        let node = |text: &str| -> Node { serde_json::from_str(text).unwrap() };
+        let tensor = |name: &str| format!(r#"{{"as_tensor": {{"name": "{name}"}}}}"#);
+        let arg = |name: &str, value: String| format!(r#"{{"name": "{name}", "arg": {value}}}"#);
+        let call_of = |target: &str, args: Vec<String>, out: &str| {
+            node(&format!(
+                r#"{{"target": "torch.ops.aten.{target}", "inputs": [{}], "outputs": [{}]}}"#,
+                args.join(", "),
+                tensor(out)
+            ))
+        };
+        let mut b = Builder::default();
+        b.slot("x");
+        let x = b.capture("x", None, Vec::new());
+        let nodes = [
+            call_of("zeros.default", vec![], "buf"),
+            call_of("slice.Tensor", vec![arg("self", tensor("buf"))], "view"),
+            call_of(
+                "copy_.default",
+                vec![arg("self", tensor("view")), arg("src", tensor("x"))],
+                "written",
+            ),
+            call_of("relu.default", vec![arg("self", tensor("buf"))], "y"),
+        ];
+        for (k, n) in nodes.iter().enumerate() {
+            call(&mut b, k, n).unwrap();
+        }
+        let id = |name: &str| b.ids[name];
+        assert_eq!(b.out[id("written")].inputs, [id("view"), x]);
+        assert_eq!(b.out[id("y")].inputs, [id("buf"), id("written")]);
+        assert!(
+            b.out[id("view")].inputs == [id("buf")],
+            "a read before the write"
+        );
+    }
 }
