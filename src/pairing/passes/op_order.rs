@@ -54,3 +54,41 @@ impl Pass for OpOrder {
         Pairer { cx, state }.pair_ops_in_scope();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn functional_ops_of_the_top_level_pair_by_kind_and_order() {
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &[1.0, 2.0]);
+        let up = t.op(
+            "aten::upsample_bilinear2d",
+            "",
+            &[ti],
+            &[1.0, 1.5, 2.0, 2.0],
+        );
+        let cat = t.op("aten::cat", "", &[up, up], &[0.0; 8]);
+        let head = t.op("aten::_convolution", "head", &[cat], &[1.0; 8]);
+        t.output(0, head);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &[1.0, 2.0]);
+        let shape = o.op("Shape", "", &[oi], &[2.0]);
+        let oup = o.op("Resize", "", &[oi, shape], &[1.0, 1.5, 2.0, 2.0]);
+        let ocat = o.op("Concat", "", &[oup, oup], &[0.0; 8]);
+        let ohead = o.op("Conv", "head", &[ocat], &[1.0; 8]);
+        o.output(0, ohead);
+        // What `module_output` left: the head's call.
+        let state = run_alone(&OpOrder, &t.build(), &o.build(), &[(head, ohead)]);
+        assert_eq!((state.twin(up), state.twin(cat)), (Some(oup), Some(ocat)));
+        assert_eq!(state.made_by("op_order"), [up, cat]);
+        assert_eq!(
+            state.get(head).map(|m| m.by),
+            Some("earlier"),
+            "left as it was"
+        );
+    }
+}
