@@ -13,7 +13,7 @@ use super::graph::{input_spec, name_of, union, InputKind, Model, Node};
 use super::outputs::leaf_names;
 use anyhow::{anyhow, bail, Result};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// One captured value: a user input (`node` None) or a tensor a node returns.
@@ -50,6 +50,8 @@ struct Builder {
     /// reads as computed from `zeros` alone: a constant, never compared, and out of the
     /// coverage count as well.
     writes: HashMap<String, Vec<usize>>,
+    /// Views made only to be written through (`write_handles`): not captured.
+    handles: HashSet<String>,
 }
 
 /// Ops whose result views their first argument's storage (as the TorchScript shim's
@@ -148,6 +150,7 @@ pub fn translate(model: &Model) -> Result<Translation> {
     }
     let kept = output_names(&signature.output_specs)?;
     let last_use = last_uses(&graph.nodes);
+    b.handles = write_handles(&graph.nodes);
     for (k, node) in graph.nodes.iter().enumerate() {
         b.lines.clear();
         call(&mut b, k, node)?;
@@ -220,6 +223,57 @@ fn last_uses(nodes: &[Node]) -> HashMap<&str, usize> {
         }
     }
     last
+}
+
+/// Views made only to be written through (`out[..., :4] = boxes` slices `out` for
+/// `copy_`): what one holds is the buffer before the write (zeros, or whatever
+/// `torch.empty` left), which no ONNX value computes, since ONNX writes functionally. Such a
+/// view is not captured (the write's result is), as the TorchScript shim's
+/// `is_write_handle` leaves it out: a view each of whose uses is the written argument of an
+/// in-place op, or the input of another such view.
+fn write_handles(nodes: &[Node]) -> HashSet<String> {
+    let op = |n: &Node| operator(&n.target).map(|(op, _)| op).unwrap_or_default();
+    let mut uses: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    for (k, node) in nodes.iter().enumerate() {
+        for (i, input) in node.inputs.iter().enumerate() {
+            names_in(&input.arg, &mut |name| {
+                uses.entry(name).or_default().push((k, i))
+            });
+        }
+    }
+    let mut handles = HashSet::new();
+    // Uses come after definitions: from the last node back, a view's readers are settled.
+    for node in nodes
+        .iter()
+        .rev()
+        .filter(|n| VIEWS.contains(&op(n).as_str()))
+    {
+        for out in &node.outputs {
+            let Some(("as_tensor", t)) = union(out) else {
+                continue;
+            };
+            let name = name_of(t).unwrap_or_default();
+            let written = |&(k, i): &(usize, usize)| {
+                let reader = &nodes[k];
+                let reader_op = op(reader);
+                let first = i == 0;
+                (first && reader_op.ends_with('_') && !reader_op.ends_with("__"))
+                    || (first && VIEWS.contains(&reader_op.as_str()) && {
+                        let outs: Vec<&str> = (reader.outputs.iter())
+                            .filter_map(|o| union(o).and_then(|(_, t)| name_of(t)))
+                            .collect();
+                        !outs.is_empty() && outs.iter().all(|o| handles.contains(*o))
+                    })
+            };
+            if uses
+                .get(name)
+                .is_some_and(|u| !u.is_empty() && u.iter().all(written))
+            {
+                handles.insert(name.to_string());
+            }
+        }
+    }
+    handles
 }
 
 /// Every value name an argument refers to (tensors, symbolic sizes).
@@ -334,10 +388,12 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
     for output in &node.outputs {
         let mut bind = |b: &mut Builder, name: &str, tensor: bool| -> Result<String> {
             let slot = b.slot(name);
-            if tensor {
+            if tensor && !b.handles.contains(name) {
                 let id = b.capture(name, Some(k), producers.clone());
                 writeln!(captures, "cap {slot} {id}")?;
-                made.push((name.to_string(), id));
+                made.push((name.to_string(), Some(id)));
+            } else if tensor {
+                made.push((name.to_string(), None));
             }
             Ok(format!(" o{slot}"))
         };
@@ -370,7 +426,12 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
 /// Records what a node's results alias: a view's results view its first argument's base; an
 /// in-place op (`copy_`, `add_`: a name ending in one `_`) wrote its result into its first
 /// argument's base.
-fn note_aliasing(b: &mut Builder, op: &str, first_read: Option<String>, made: &[(String, usize)]) {
+fn note_aliasing(
+    b: &mut Builder,
+    op: &str,
+    first_read: Option<String>,
+    made: &[(String, Option<usize>)],
+) {
     let Some(base) = first_read else {
         return;
     };
@@ -380,7 +441,7 @@ fn note_aliasing(b: &mut Builder, op: &str, first_read: Option<String>, made: &[
         }
     } else if op.ends_with('_') && !op.ends_with("__") {
         let writers = b.writes.entry(base.clone()).or_default();
-        writers.extend(made.iter().map(|(_, id)| *id));
+        writers.extend(made.iter().filter_map(|(_, id)| *id));
         // The op's result is the written tensor itself.
         for (name, _) in made {
             b.base.insert(name.clone(), base.clone());
@@ -599,7 +660,7 @@ mod tests {
     /// `buf = zeros(..); buf[:, :2] = x; y = relu(buf)`: torch.export keeps the write as a
     /// `slice` of the buffer and a `copy_` into it. The `relu` reads what `copy_` wrote, so
     /// the write is among its producers; without it the relu read as computed from `zeros`
-    /// alone, a constant nobody compares.
+    /// alone, a constant nobody compares. The slice is only a handle to write through.
     #[test]
     fn a_reader_of_a_buffer_written_in_place_reads_the_write() {
         let node = |text: &str| -> Node { serde_json::from_str(text).unwrap() };
@@ -625,15 +686,16 @@ mod tests {
             ),
             call_of("relu.default", vec![arg("self", tensor("buf"))], "y"),
         ];
+        b.handles = write_handles(&nodes);
         for (k, n) in nodes.iter().enumerate() {
             call(&mut b, k, n).unwrap();
         }
         let id = |name: &str| b.ids[name];
-        assert_eq!(b.out[id("written")].inputs, [id("view"), x]);
-        assert_eq!(b.out[id("y")].inputs, [id("buf"), id("written")]);
         assert!(
-            b.out[id("view")].inputs == [id("buf")],
-            "a read before the write"
+            !b.ids.contains_key("view"),
+            "a view made only to be written through holds the buffer before the write"
         );
+        assert_eq!(b.out[id("written")].inputs, [x]);
+        assert_eq!(b.out[id("y")].inputs, [id("buf"), id("written")]);
     }
 }
