@@ -158,6 +158,25 @@ def expected_module(node, graph, initializer_name=None):
     return module, source
 
 
+def _known_only_as_container(recipe, graph, modules):
+    """A node the graph names by a container whose child modules no node of the graph names
+    (the legacy exporter's `/encoder/MatMul_1` for a scripted `nn.Sequential` whose Linears
+    are `encoder.0` .. `encoder.2`): the graph knows the culprit only up to that container,
+    which of its children computed the node is not in it, so a module inside it is as right
+    as the container (`enclosing_scope`). The children come from the model's own modules
+    (module_tree), the scopes from the graph alone."""
+    module = recipe.get("expected_module")
+    if not module or not modules or not recipe.get("expected_module_from", "").startswith(
+            "node_name"):
+        return
+    inside = module + "."
+    if not any(m.startswith(inside) for m in modules):
+        return
+    if any((node_scope(n, graph) or "").startswith(inside) for n in graph.node):
+        return
+    recipe["expected_module_from"] = "enclosing_scope"
+
+
 def _module_from_readers(node, graph):
     """For a renamed node whose own names say nothing, what its readers' scopes do say:
     - a sole reader that adds an initializer (a bias Add) completes the same layer, since the
@@ -444,7 +463,7 @@ def attribute_changes(model, rng):
 # Bumped when the expected-culprit derivation (module or accepted nodes) changes: cached recipes
 # are then re-derived from their clean graph (refresh_expected), so the cache never mixes two
 # derivations.
-DERIVATION = 5
+DERIVATION = 6
 
 
 def refresh_expected(doc, model_path, modules):
@@ -461,6 +480,7 @@ def refresh_expected(doc, model_path, modules):
         r["expected_module"], r["expected_module_from"] = expected_module(node, graph,
                                                                           init_name)
         module_tree.resolve(r, listed)
+        _known_only_as_container(r, graph, listed)
         r["accepted_nodes"] = accepted_nodes(graph, r["node_index"])
     doc["derivation"] = DERIVATION
     return True
@@ -506,6 +526,7 @@ def plan(model, pair_key, modules=None):
                  expected_module_from=source,
                  accepted_nodes=accepted_nodes(graph, r["node_index"]))
         module_tree.resolve(r, modules)
+        _known_only_as_container(r, graph, modules)
         if r["kind"] == "scale":
             r["detail"] = (f"{node.op_type} input {r['input_index']} ({init_name}) "
                            f"x{r['factor']}")

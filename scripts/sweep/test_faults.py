@@ -81,6 +81,30 @@ class MergedProjections(unittest.TestCase):
         exact = dict(recipe, expected_module_from="node_name")
         self.assertFalse(causes.fault_outcome(result, exact)["module_right"])
 
+    def test_a_container_the_graph_names_without_its_children_encloses_the_culprit(self):
+        # A scripted nn.Sequential exported by the legacy exporter: its Linears' nodes carry
+        # `encoder` alone, though the model has `encoder.0` .. `encoder.2`.
+        g = _graph([
+            helper.make_node("MatMul", ["x", "w"], ["m"], name="/encoder/MatMul"),
+            helper.make_node("Tanh", ["m"], ["t"], name="/encoder/Tanh"),
+            helper.make_node("MatMul", ["t", "v"], ["y"], name="/encoder/MatMul_1"),
+            helper.make_node("Relu", ["y"], ["z"], name="/head/fc/Relu"),
+        ], ["w", "v"])
+        modules = {"", "encoder", "encoder.0", "encoder.1", "encoder.2", "head", "head.fc"}
+        recipe = {"expected_module": "encoder", "expected_module_from": "node_name"}
+        faults._known_only_as_container(recipe, g, modules)
+        self.assertEqual(recipe["expected_module_from"], "enclosing_scope")
+        recipe.update(kind="scale", op_type="MatMul", node="/encoder/MatMul_1",
+                      accepted_nodes=["/encoder/MatMul_1"])
+        result = {"exit": 1, "first_divergence": {"module": "encoder.2",
+                                                  "onnx_node": "/encoder/MatMul_1"}}
+        self.assertTrue(causes.fault_outcome(result, recipe)["module_right"])
+        # A container whose children the graph does name stays exact: `head` is not enclosing
+        # when `head.fc` has nodes.
+        recipe = {"expected_module": "head", "expected_module_from": "node_name"}
+        faults._known_only_as_container(recipe, g, modules)
+        self.assertEqual(recipe["expected_module_from"], "node_name")
+
     def test_bias_add_names_the_renamed_matmul(self):
         g = _graph([
             helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul_13"),

@@ -16,7 +16,7 @@ use crate::compare::precision;
 use crate::compare::small_values::{self, SmallValues};
 use crate::compare::stats::{compare, ErrorStats};
 use crate::compare::tolerance::{Tolerance, TolerancePolicy};
-use crate::pairing::Pairing;
+use crate::pairing::{Pair, Pairing};
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 
@@ -245,7 +245,7 @@ const DETAILED_LAYERS: usize = 6;
 pub fn judge(torch: &Capture, onnx: &Capture, pairing: &Pairing, cmps: Comparisons) -> Evaluation {
     let (tv, ov) = (&torch.values, &onnx.values);
     let witnesses = Witnesses::new(tv, pairing, &cmps);
-    let unconfirmed = unconfirmed_layers(&witnesses, pairing, &cmps);
+    let unconfirmed = unconfirmed_layers(&witnesses, ov, pairing, &cmps);
     // A torch value is tainted when some failing layer lies upstream of it.
     let mut failing = vec![false; tv.len()];
     for ((p, c), doubt) in pairing.layers.iter().zip(&cmps.layers).zip(&unconfirmed) {
@@ -349,8 +349,25 @@ fn small_values_of(layers: &[LayerResult]) -> Vec<SmallValues> {
 /// Nor is a pair whose error a consumer carries (`carried_on`): a consumer passes under a
 /// loose tolerance (float16) or a larger range (a residual sum) while holding the very same
 /// absolute error, which nothing upstream of it holds.
-fn unconfirmed_layers(witnesses: &Witnesses, pairing: &Pairing, cmps: &Comparisons) -> Vec<bool> {
+fn unconfirmed_layers(
+    witnesses: &Witnesses,
+    ov: &[CapturedValue],
+    pairing: &Pairing,
+    cmps: &Comparisons,
+) -> Vec<bool> {
     use crate::pairing::POSITION;
+    // A layer whose two values are a graph output pair (the last Linear of a head, paired by
+    // its module and also returned by both models at the same position) is placed by the
+    // signature, whatever the dataflow check could or could not trace upstream of it (a
+    // producer inside an ONNX Loop it cannot follow): never doubtful.
+    // Either side may capture an output as a value of its own that reads the one returned.
+    let returns = |values: &[CapturedValue], output: usize, v: usize| {
+        output == v || values[output].inputs == [v]
+    };
+    let is_output_pair = |p: &Pair| {
+        (pairing.outputs.iter())
+            .any(|b| returns(witnesses.tv, b.torch, p.torch) && returns(ov, b.onnx, p.onnx))
+    };
     pairing
         .layers
         .iter()
@@ -358,6 +375,7 @@ fn unconfirmed_layers(witnesses: &Witnesses, pairing: &Pairing, cmps: &Compariso
         .map(|(p, c)| {
             !c.pass
                 && p.paired_by != POSITION
+                && !is_output_pair(p)
                 && (!p.follows_dataflow
                     || (!p.certain
                         && witnesses.nearest_all_pass(p.torch)
@@ -600,7 +618,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::capture::store::Stored;
     use crate::capture::{Capture, CapturedValue, Side, ValueRole};
-    use crate::pairing::{Pair, POSITION};
+    use crate::pairing::POSITION;
 
     fn value(id: usize, role: ValueRole, inputs: &[usize], data: &[f32]) -> CapturedValue {
         CapturedValue {
@@ -697,6 +715,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_layer_that_is_also_a_graph_output_pair_is_never_doubtful() {
+        // b and c are off and the dataflow check could trace neither (producers inside an
+        // ONNX Loop): b is doubtful, c is not, for both models return c at output 0 (each
+        // side's output value reads c).
+        let (t, o, mut p) = chain([&[1.0, 2.0], &[3.0, 4.0], &[4.0, 6.0]]);
+        p.layers[1].follows_dataflow = false;
+        p.layers[2].follows_dataflow = false;
+        let policy = TolerancePolicy::default();
+        let e = judge(
+            &t,
+            &o,
+            &p,
+            compare_pairs(&t, &o, &p, &policy, false).unwrap(),
+        );
+        assert!(e.layers[1].unconfirmed && !e.layers[1].fails());
+        assert!(!e.layers[2].unconfirmed && e.layers[2].fails());
+    }
+
+    #[test]
     fn only_consumers_that_hold_none_of_the_error_refute_a_doubtful_pair() {
         // b is 1.0 off. Its consumer c agreeing exactly refutes the pair; c holding a trace
         // of the error (0.05, within its own loose bound) is evidence the error is real.
@@ -780,7 +817,11 @@ pub(crate) mod tests {
     fn a_pair_off_the_dataflow_is_not_trusted_alone_nor_as_a_witness() {
         // b and c fail; c's pair breaks the dataflow. c is unconfirmed although its output
         // fails too, and b, whose only consumer is c, is not confirmed by it.
-        let (t, o, mut p) = chain([&[1.0, 2.0], &[2.0, 5.0], &[3.0, 7.0]]);
+        // The ONNX output is not read from c's value here: were it, both models would return
+        // c itself and the signature would place the pair.
+        let not_returned = |o: &mut Capture| o.values[4].inputs.clear();
+        let (t, mut o, mut p) = chain([&[1.0, 2.0], &[2.0, 5.0], &[3.0, 7.0]]);
+        not_returned(&mut o);
         p.layers[2].follows_dataflow = false;
         let cmps = compare_pairs(&t, &o, &p, &TolerancePolicy::default(), false).unwrap();
         let e = judge(&t, &o, &p, cmps);
@@ -790,6 +831,7 @@ pub(crate) mod tests {
         assert_eq!(e.origins[0].layer_index, 1);
         // With a passing output b would have no failing witness and be unconfirmed.
         let (t, mut o, mut p) = chain([&[1.0, 2.0], &[2.0, 5.0], &[3.0, 7.0]]);
+        not_returned(&mut o);
         p.layers[2].follows_dataflow = false;
         o.values[4].tensor = Some(crate::capture::store::Stored::Memory(HostTensor::f32(
             vec![2],

@@ -11,6 +11,7 @@
 mod align;
 mod chains;
 mod clearly_closest;
+mod collapsed_children;
 mod common_root;
 mod computed_constants;
 mod constant_calls;

@@ -7,8 +7,8 @@
 
 use super::scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
 use super::{
-    common_root, computed_constants, constant_calls, constant_values, export_order,
-    is_layer_candidate, node_names, parent_calls, repeated_calls, shared_instances,
+    collapsed_children, common_root, computed_constants, constant_calls, constant_values,
+    export_order, is_layer_candidate, node_names, parent_calls, repeated_calls, shared_instances,
     uncalled_levels,
 };
 use crate::capture::{Capture, CapturedValue};
@@ -81,6 +81,13 @@ pub(super) const SCOPE_STEPS: &[ScopeStep] = &[
     ScopeStep {
         name: "uncalled_levels",
         run: rekey_uncalled_levels,
+    },
+    // A container the ONNX side names only as a whole: TorchScript's child calls join it.
+    ScopeStep {
+        name: "collapsed_children",
+        run: |w| {
+            collapsed_children::fold_into_collapsed_parents(&mut w.torch_keys, &w.onnx_keys);
+        },
     },
     // The calls of both sides as groups of values.
     ScopeStep {

@@ -1,0 +1,96 @@
+//! TorchScript calls that the ONNX side knows only as their parent's: the children re-keyed
+//! onto the parent's call.
+//!
+//! The legacy exporter names a scripted container's ops by the container alone: a scripted
+//! `nn.Sequential` called from a traced or scripted `forward` leaves `/encoder/MatMul`,
+//! `/encoder/Tanh`, `/encoder/MatMul_1`, with no `encoder.0` .. `encoder.2` level, while a
+//! reference that records every call (a `.pt2`'s `nn_module_stack`) keys its Linears
+//! `encoder#0/encoder.0#0` and so on. Without this step no ONNX node carried the children's
+//! scopes and no TorchScript call matched the parent's: the whole container went unpaired, and
+//! a fault inside it first showed at the next op outside (blamed on the wrong layer).
+//!
+//! An ONNX call with nothing under it, whose TorchScript counterpart is split into child calls
+//! that no ONNX key names, is one call on both sides: the children's values take the parent's
+//! key, and the passes pair them by kind, shape and order inside it as in any call. Each value
+//! keeps its own module path for the reports. Only TorchScript keys change, and only under an
+//! ONNX key with no key of its own below it, so a graph whose ONNX side names the children
+//! (every other export) is untouched.
+
+use super::scopes::GroupKey;
+use std::collections::HashSet;
+
+/// Re-keys each TorchScript value whose call lies under an ONNX call that has no ONNX call
+/// below it onto that ONNX call; returns how many values changed.
+pub fn fold_into_collapsed_parents(
+    torch_keys: &mut [Option<GroupKey>],
+    onnx_keys: &[Option<GroupKey>],
+) -> usize {
+    let onnx: HashSet<&str> = onnx_keys.iter().flatten().map(String::as_str).collect();
+    let has_onnx_below = |key: &str| {
+        let prefix = format!("{key}/");
+        onnx.iter().any(|k| k.starts_with(&prefix))
+    };
+    // Longest first: a collapsed parent inside another collapsed parent takes its own
+    // children before the outer one would take them all.
+    let mut collapsed: Vec<&str> = (onnx.iter().copied())
+        .filter(|k| !has_onnx_below(k))
+        .collect();
+    collapsed.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    let mut changed = 0;
+    for key in torch_keys.iter_mut().flatten() {
+        if onnx.contains(key.as_str()) {
+            continue;
+        }
+        let parent = collapsed.iter().find(|p| {
+            key.len() > p.len() && key.starts_with(*p) && key.as_bytes()[p.len()] == b'/'
+        });
+        if let Some(parent) = parent {
+            *key = parent.to_string();
+            changed += 1;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(ks: &[&str]) -> Vec<Option<GroupKey>> {
+        ks.iter()
+            .map(|k| (!k.is_empty()).then(|| k.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn children_of_a_collapsed_container_join_its_call() {
+        let mut torch = keys(&[
+            "encoder#0/encoder.0#0",
+            "encoder#0/encoder.1#0",
+            "encoder#0/encoder.2#0",
+            "cell#0",
+            "",
+        ]);
+        let onnx = keys(&["encoder#0", "encoder#0", "encoder#0", "cell#0"]);
+        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 3);
+        assert_eq!(
+            torch,
+            keys(&["encoder#0", "encoder#0", "encoder#0", "cell#0", ""])
+        );
+    }
+
+    #[test]
+    fn children_the_onnx_side_names_stay_their_own() {
+        // `block` has values of its own on the ONNX side and a child it names (`block.conv`):
+        // a TorchScript child it does not name (`block.act`, whose op the exporter dropped)
+        // is no sign of a collapsed container.
+        let mut torch = keys(&["block#0/block.conv#0", "block#0/block.act#0", "block#0"]);
+        let onnx = keys(&["block#0/block.conv#0", "block#0"]);
+        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 0);
+        // A key that only shares its first characters is no child: `encoder#10/..` is not
+        // under `encoder#1`.
+        let mut torch = keys(&["encoder#10/encoder.0#0"]);
+        let onnx = keys(&["encoder#1"]);
+        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 0);
+    }
+}
