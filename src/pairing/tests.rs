@@ -4,6 +4,9 @@ use super::*;
 use crate::capture::store::Stored;
 use crate::capture::tensor::{DType, HostTensor};
 use crate::capture::{Capture, CapturedValue, ScopeLevel, Side, ValueRole};
+use graphs::{reshape, seq_first, LSTM_OUT};
+
+pub(super) mod graphs;
 
 /// Builds a capture value by value: `add(op, scope, inputs, data)`.
 pub(super) struct Builder {
@@ -108,13 +111,25 @@ impl Builder {
 }
 
 /// Runs `pass` alone on the two captures, after the `earlier` pairs (torch, onnx) that the
-/// passes before it would have made (stamped `earlier`): where a pass's own unit test
-/// starts. The state's invariants are checked after it, as the runner does.
+/// passes before it would have made (stamped `earlier`, not certain): where a pass's own unit
+/// test starts. The state's invariants are checked after it, as the runner does.
 pub(super) fn run_alone(
     pass: &dyn passes::Pass,
     torch: &Capture,
     onnx: &Capture,
     earlier: &[(usize, usize)],
+) -> PairState {
+    run_alone_after(pass, torch, onnx, earlier, |_| {})
+}
+
+/// `run_alone`, with `prepare` leaving in the state what else the passes before would have
+/// left besides uncertain pairs (a certain pair, a mark off the dataflow, a reason).
+pub(super) fn run_alone_after(
+    pass: &dyn passes::Pass,
+    torch: &Capture,
+    onnx: &Capture,
+    earlier: &[(usize, usize)],
+    prepare: impl FnOnce(&mut PairState),
 ) -> PairState {
     let mut p = Pairing::default();
     pair_boundary(torch, onnx, &mut p).expect("the boundary pairs");
@@ -125,6 +140,7 @@ pub(super) fn run_alone(
     for &(t, o) in earlier {
         state.assign(t, o, false);
     }
+    prepare(&mut state);
     state.begin_pass(pass.name());
     pass.run(&cx, &mut state);
     state.check();
@@ -626,51 +642,12 @@ fn crossed_chains_whose_first_link_has_no_twin_are_exchanged() {
     }
 }
 
-/// Gives value `id` of `c` a 2-D shape (the builder makes every value 1-D).
-fn reshape(c: &mut Capture, id: usize, shape: &[usize]) {
-    let v = &mut c.values[id];
-    v.shape = shape.to_vec();
-    if let Some(Stored::Memory(t)) = &mut v.tensor {
-        t.shape = shape.to_vec();
-    }
-}
-
 #[test]
 fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual() {
     // ONNX Runtime's optimiser moved dense's bias and the residual Add into one scope-less
     // SkipLayerNormalization: dense's own scope ends in a bare MatMul (its output minus the
     // bias), and the LayerNorm's scope holds no node.
-    let x = [1.0, 2.0, 3.0, 4.0];
-    let dense = [2.0, 1.0, 4.0, 3.0];
-    let matmul = [1.5, 0.0, 3.5, 2.0]; // dense minus the bias [0.5, 1.0] on each row
-    let norm = [-1.0, 1.0, -1.0, 1.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let lin = t.op("aten::linear", "attn.dense", &[ti], &dense);
-    let add = t.op("aten::add", "attn", &[lin, ti], &[3.0, 3.0, 7.0, 7.0]);
-    let ln = t.op("aten::layer_norm", "attn.norm", &[add], &norm);
-    let ffn = t.op("aten::linear", "ffn", &[ln], &[0.5; 4]);
-    t.output(0, ffn);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let omm = o.op("MatMul", "attn.dense", &[oi], &matmul);
-    let fused = o.op(
-        "com.microsoft::SkipLayerNormalization",
-        "",
-        &[omm, oi],
-        &norm,
-    );
-    o.values[fused].scope_recorded = false;
-    o.values[fused].node = "SkipLayerNorm_AddBias_0".into();
-    let offn = o.op("Gemm", "ffn", &[fused], &[0.5; 4]);
-    o.output(0, offn);
-    let (mut t, mut o) = (t.build(), o.build());
-    for id in [ti, lin, add, ln, ffn, ffn + 1] {
-        reshape(&mut t, id, &[2, 2]);
-    }
-    for id in [oi, omm, fused, offn, offn + 1] {
-        reshape(&mut o, id, &[2, 2]);
-    }
+    let (t, o, [lin, add, ln, _, _, fused, _]) = graphs::skip_layer_norm();
     let p = pair(&t, &o).unwrap();
     let norm_pair = pair_of(&p, ln).expect("the LayerNorm is paired");
     assert_eq!(norm_pair.onnx, fused);
@@ -692,24 +669,8 @@ fn a_skip_layer_norm_pairs_with_the_layer_norm_and_covers_the_bias_and_residual(
 /// meets the Linear only in `pair_scopeless`, and it holds the ReLU's output.
 #[test]
 fn a_scopeless_fused_gemm_pairs_with_the_activation_after_its_linear() {
-    let x = [1.0, 2.0, 3.0, 4.0];
-    let linear = [1.0, -2.0, 3.0, -4.0];
-    let relu = [1.0, 0.0, 3.0, 0.0];
-    let next = [0.5, 0.25, 1.5, 0.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let fc6 = t.op("aten::linear", "head.fc6", &[ti], &linear);
-    let act = t.op("aten::relu", "head", &[fc6], &relu);
-    let fc7 = t.op("aten::linear", "head.fc7", &[act], &next);
-    t.output(0, fc7);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let fused = o.op("com.microsoft::FusedGemm", "", &[oi], &relu);
-    o.values[fused].scope_recorded = false;
-    o.values[fused].node = "fused /head/fc6/Gemm".into();
-    let ofc7 = o.op("Gemm", "head.fc7", &[fused], &next);
-    o.output(0, ofc7);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [fc6, act, _, fused, _]) = graphs::fused_gemm_with_activation();
+    let p = pair(&t, &o).unwrap();
     let relu_pair = pair_of(&p, act).expect("the ReLU is paired");
     assert_eq!(relu_pair.onnx, fused);
     assert_eq!(relu_pair.paired_by, "scopeless");
@@ -727,36 +688,12 @@ fn a_scopeless_fused_gemm_pairs_with_the_activation_after_its_linear() {
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
-/// Query and key projections of one input, subtracted; on the ONNX side (no scopes) the
-/// two Gemms come in the order given, with the values given. Returns the pairing and the
-/// ids (torch q, torch k, onnx q, onnx k).
-fn sibling_projections(onnx_q: &[f32], key_first: bool) -> (Pairing, usize, usize, usize, usize) {
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &[1.0, 2.0]);
-    let q = t.op("aten::linear", "attn.q", &[ti], &[1.0, 2.0]);
-    let k = t.op("aten::linear", "attn.k", &[ti], &[3.0, 4.0]);
-    let s = t.op("aten::sub", "attn", &[q, k], &[-2.0, -2.0]);
-    t.output(0, s);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &[1.0, 2.0]);
-    let (oq, ok) = if key_first {
-        let ok = o.op("Gemm", "", &[oi], &[3.0, 4.0]);
-        (o.op("Gemm", "", &[oi], onnx_q), ok)
-    } else {
-        let oq = o.op("Gemm", "", &[oi], onnx_q);
-        (oq, o.op("Gemm", "", &[oi], &[3.0, 4.0]))
-    };
-    let diff: Vec<f32> = onnx_q.iter().zip([3.0, 4.0]).map(|(a, b)| a - b).collect();
-    let os = o.op("Sub", "", &[oq, ok], &diff);
-    o.output(0, os);
-    (pair(&t.build(), &o.build()).unwrap(), q, k, oq, ok)
-}
-
 #[test]
 fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
     // An optimiser put the key's Gemm before the query's: the order pairs them crosswise,
     // the dataflow cannot tell siblings apart, the values can.
-    let (p, q, k, oq, ok) = sibling_projections(&[1.0, 2.0], true);
+    let (t, o, [q, k, oq, ok]) = graphs::sibling_projections(&[1.0, 2.0], true);
+    let p = pair(&t, &o).unwrap();
     assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
     assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
     assert_eq!(pair_of(&p, q).unwrap().paired_by, "uncross_siblings");
@@ -766,7 +703,8 @@ fn sibling_projections_crossed_by_the_order_are_uncrossed_by_their_values() {
 fn a_faulty_sibling_keeps_its_pair() {
     // The query's ONNX value is wrong (a planted fault): no other assignment matches every
     // sibling closely, so nothing moves and the fault stays where it is.
-    let (p, q, k, oq, ok) = sibling_projections(&[1.5, 2.5], false);
+    let (t, o, [q, k, oq, ok]) = graphs::sibling_projections(&[1.5, 2.5], false);
+    let p = pair(&t, &o).unwrap();
     assert_eq!(pair_of(&p, q).unwrap().onnx, oq);
     assert_eq!(pair_of(&p, k).unwrap().onnx, ok);
 }
@@ -775,27 +713,7 @@ fn a_faulty_sibling_keeps_its_pair() {
 fn a_silu_written_as_mul_and_sigmoid_pairs_at_the_mul_and_the_add_at_the_add() {
     // onnxslim'd dynamo export: no scopes, `silu(c)` is `Mul(c, Sigmoid(c))`, then the
     // residual Add. The add must not meet the Mul (a shift that fails every later pair).
-    let x = [1.0, -2.0];
-    let sig = [0.731, 0.881];
-    let silu = [1.462, 1.762];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let conv = t.op("aten::_convolution", "block.conv", &[ti], &[2.0, 2.0]);
-    let act = t.op("aten::silu", "block.act", &[conv], &silu);
-    let add = t.op("aten::add", "block", &[act, ti], &[2.462, -0.238]);
-    t.output(0, add);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let oconv = o.op("Conv", "", &[oi], &[2.0, 2.0]);
-    let osig = o.op("Sigmoid", "", &[oconv], &sig);
-    let omul = o.op("Mul", "", &[oconv, osig], &silu);
-    let oadd = o.op("Add", "", &[omul, oi], &[2.462, -0.238]);
-    o.output(0, oadd);
-    let (t, mut o) = (t.build(), o.build());
-    for v in &mut o.values {
-        v.scope.clear();
-        v.scope_recorded = false;
-    }
+    let (t, o, [conv, act, add, oconv, _, omul, oadd]) = graphs::silu_as_mul_and_sigmoid();
     let p = pair(&t, &o).unwrap();
     assert_eq!(pair_of(&p, conv).unwrap().onnx, oconv);
     assert_eq!(pair_of(&p, act).unwrap().onnx, omul);
@@ -958,21 +876,8 @@ fn chains_in_another_order_pair_by_dataflow() {
 /// it feeds agrees. It is left unpaired and covered, not shown as a failing layer.
 #[test]
 fn a_layout_op_merged_into_another_is_unpaired_and_covered() {
-    let x = [1.0, 2.0, 3.0, 4.0];
-    let xt = [1.0, 3.0, 2.0, 4.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let lin = t.op("aten::linear", "attn.key", &[ti], &x);
-    let tr = t.op("aten::transpose", "attn", &[lin], &x);
-    let mm = t.op("aten::matmul", "attn", &[tr], &[9.0, 8.0, 7.0, 6.0]);
-    t.output(0, mm);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let omm0 = o.op("MatMul", "attn.key", &[oi], &x);
-    let otr = o.op("Transpose", "attn", &[omm0], &xt);
-    let omm = o.op("MatMul", "attn", &[otr], &[9.0, 8.0, 7.0, 6.0]);
-    o.output(0, omm);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [_, tr, mm, _, _, omm]) = graphs::transpose_merged_into_another();
+    let p = pair(&t, &o).unwrap();
     assert!(
         pair_of(&p, tr).is_none(),
         "the merged transpose has no twin"
@@ -1053,24 +958,8 @@ fn a_leading_level_only_one_side_has_is_a_common_root() {
 /// scale has no node. The Conv is compared with the scaled value, the conv fused into it.
 #[test]
 fn a_layer_scale_folded_into_the_conv_before_it_is_compared_after_the_scale() {
-    let x = [1.0, -2.0, 3.0, -4.0];
-    let conv = [2.0, -1.0, 0.5, 3.0];
-    let gamma = [0.5, 2.0, -1.0, 0.25];
-    let scaled = [1.0, -2.0, -0.5, 0.75];
-    let out = [2.0, -4.0, 2.5, -3.25];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let tc = t.op("aten::_convolution", "b.fc2", &[ti], &conv);
-    let tg = t.op("aten::reshape", "b", &[], &gamma);
-    let tm = t.op("aten::mul", "b", &[tc, tg], &scaled);
-    let ta = t.op("aten::add", "b", &[tm, ti], &out);
-    t.output(0, ta);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let oc = o.op("Conv", "b.fc2", &[oi], &scaled);
-    let oa = o.op("Add", "b", &[oc, oi], &out);
-    o.output(0, oa);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [tc, tm, ta, oc, oa]) = graphs::layer_scale_folded_into_conv();
+    let p = pair(&t, &o).unwrap();
     let scale = pair_of(&p, tm).expect("the scaled value is compared");
     assert_eq!(scale.onnx, oc);
     assert_eq!(scale.paired_by, "folded_affine");
@@ -1081,31 +970,10 @@ fn a_layer_scale_folded_into_the_conv_before_it_is_compared_after_the_scale() {
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
-/// onnxsim drops the `* 0.5` that ends a GELU's decomposition and halves the next Conv's
-/// weights: the GELU's last ONNX value is twice PyTorch's while both graphs are right.
-fn gelu_scale_folded(onnx_reader: &str) -> (Pairing, usize) {
-    let x = [1.0, -2.0, 3.0, -4.0];
-    let fc1 = [0.5, -1.0, 1.5, -2.0];
-    let gelu = [0.3457, -0.1587, 1.3996, -0.0455];
-    let fc2 = [0.25, 0.5, -0.75, 1.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let t1 = t.op("aten::_convolution", "m.fc1", &[ti], &fc1);
-    let tg = t.op("aten::gelu", "m.act", &[t1], &gelu);
-    let t2 = t.op("aten::_convolution", "m.fc2", &[tg], &fc2);
-    t.output(0, t2);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let o1 = o.op("Conv", "m.fc1", &[oi], &fc1);
-    let og = o.op("Mul", "m.act", &[o1], &gelu.map(|v| 2.0 * v));
-    let o2 = o.op(onnx_reader, "m.fc2", &[og], &fc2);
-    o.output(0, o2);
-    (pair(&t.build(), &o.build()).unwrap(), tg)
-}
-
 #[test]
 fn a_factor_folded_into_the_reading_conv_is_covered_not_failed() {
-    let (p, tg) = gelu_scale_folded("Conv");
+    let (t, o, [_, tg, ..]) = graphs::gelu_scale_folded("Conv");
+    let p = pair(&t, &o).unwrap();
     assert!(pair_of(&p, tg).is_none(), "twice the GELU is no twin of it");
     let u = p.unpaired.iter().find(|u| u.id == tg).unwrap();
     assert!(u.accounted && u.reason.contains("folded"), "{}", u.reason);
@@ -1115,7 +983,8 @@ fn a_factor_folded_into_the_reading_conv_is_covered_not_failed() {
 /// A reader without weights could not have absorbed the factor: the pair stays, and fails.
 #[test]
 fn a_factor_no_reader_can_absorb_keeps_its_pair() {
-    let (p, tg) = gelu_scale_folded("Relu");
+    let (t, o, [_, tg, ..]) = graphs::gelu_scale_folded("Relu");
+    let p = pair(&t, &o).unwrap();
     assert!(pair_of(&p, tg).is_some());
 }
 
@@ -1188,43 +1057,9 @@ fn an_add_fused_into_a_skip_layer_norm_leaves_its_twin_to_the_add_it_computes() 
     // so the block keeps one Add. A planted fault in attn makes that Add's value closest to
     // the second add's, so the values choose it; the wiring says it is the first one's,
     // and the fault is then shown at attn and the add it feeds.
-    let x = [1.0, 2.0, 3.0, 4.0];
-    let attn = [0.5, -0.5, 1.5, -1.5];
-    let h = [1.5, 1.5, 4.5, 2.5];
-    let n2 = [-1.0, -1.0, 1.0, 0.0];
-    let mlp = [2.0, 1.0, 0.0, -1.0];
-    let out = [3.5, 2.5, 4.5, 1.5];
-    let norm = [0.5, -0.5, 1.5, -1.5];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let ta = t.op("aten::linear", "blk.attn", &[ti], &attn);
-    let first = t.op("aten::add", "blk", &[ti, ta], &h);
-    let tn2 = t.op("aten::layer_norm", "blk.norm2", &[first], &n2);
-    let tm = t.op("aten::linear", "blk.mlp", &[tn2], &mlp);
-    let second = t.op("aten::add", "blk", &[first, tm], &out);
-    let tn = t.op("aten::layer_norm", "norm", &[second], &norm);
-    t.output(0, tn);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let oa = o.op("Gemm", "blk.attn", &[oi], &[2.5, 0.5, 1.5, -2.5]);
-    let oadd = o.op("Add", "blk", &[oi, oa], &out);
-    let on2 = o.op(
-        "LayerNormalization",
-        "blk.norm2",
-        &[oadd],
-        &[1.0, -1.0, 1.0, -1.0],
-    );
-    let om = o.op("Gemm", "blk.mlp", &[on2], &[0.0, 1.0, 2.0, 3.0]);
-    let fused = o.op(
-        "com.microsoft::SkipLayerNormalization",
-        "",
-        &[oadd, om],
-        &norm,
-    );
-    o.values[fused].scope_recorded = false;
-    o.values[fused].node = "SkipLayerNormalization".into();
-    o.output(0, fused);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, ids) = graphs::residual_add_fused_into_norm();
+    let [ta, first, _, _, second, tn, oa, oadd, _, _, fused] = ids;
+    let p = pair(&t, &o).unwrap();
 
     let add = pair_of(&p, first).expect("the first residual add is paired");
     assert_eq!(add.onnx, oadd);
@@ -1357,35 +1192,9 @@ fn a_chain_of_layout_ops_arranged_otherwise_is_unpaired_as_a_whole() {
 /// every link then follows its own piece.
 #[test]
 fn the_pieces_of_a_chunk_pair_with_their_slices_and_uncross_the_chains_after_them() {
-    let qkv = [1.0, 2.0, 3.0, 4.0, -5.0, -6.0, -7.0, -8.0];
-    let (q, k) = (&qkv[..4], &qkv[4..]);
-    let (qr, kr) = (&q[..2], &k[..2]);
-    let neg = |v: &[f32]| v.iter().map(|x| -x).collect::<Vec<f32>>();
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &qkv);
-    let tl = t.op("aten::linear", "attn.qkv", &[ti], &qkv);
-    let tt = t.op("aten::transpose", "attn", &[tl], &qkv);
-    let tq = t.op("prim::ListUnpack", "attn", &[tt], q);
-    let tk = t.op("prim::ListUnpack", "attn", &[tt], k);
-    let tqr = t.op("aten::slice", "attn", &[tq], qr);
-    let tkr = t.op("aten::slice", "attn", &[tk], kr);
-    let tqn = t.op("aten::neg", "attn", &[tqr], &neg(qr));
-    let tkn = t.op("aten::neg", "attn", &[tkr], &neg(kr));
-    t.output(0, tqn);
-    t.output(1, tkn);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &qkv);
-    let ol = o.op("MatMul", "attn.qkv", &[oi], &qkv);
-    let ot = o.op("Transpose", "attn", &[ol], &qkv);
-    let ok = o.op("Slice", "attn", &[ot], k);
-    let okr = o.op("Slice", "attn", &[ok], kr);
-    let okn = o.op("Neg", "attn", &[okr], &neg(kr));
-    let oq = o.op("Slice", "attn", &[ot], q);
-    let oqr = o.op("Slice", "attn", &[oq], qr);
-    let oqn = o.op("Neg", "attn", &[oqr], &neg(qr));
-    o.output(0, oqn);
-    o.output(1, okn);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, ids) = graphs::chunked_projection();
+    let [_, _, tq, tk, tqr, tkr, tqn, tkn, _, _, ok, okr, okn, oq, oqr, oqn] = ids;
+    let p = pair(&t, &o).unwrap();
     for (tv, ov) in [(tq, oq), (tk, ok), (tqn, oqn), (tkn, okn)] {
         let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
         assert_eq!(made.onnx, ov, "value {tv}");
@@ -1400,20 +1209,8 @@ fn the_pieces_of_a_chunk_pair_with_their_slices_and_uncross_the_chains_after_the
 /// an identity even where a layout node of its shape follows its producer.
 #[test]
 fn an_unpack_of_whole_tensors_is_no_split_piece() {
-    let x = [1.0, 2.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let tl = t.op("aten::linear", "m.fc", &[ti], &x);
-    let tu = t.op("prim::ListUnpack", "m", &[tl], &x);
-    let tr = t.op("aten::relu", "m", &[tu], &x);
-    t.output(0, tr);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let ol = o.op("MatMul", "m.fc", &[oi], &x);
-    let ors = o.op("Reshape", "m", &[ol], &x);
-    let orl = o.op("Relu", "m", &[ors], &x);
-    o.output(0, orl);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [_, tu, tr, _, _, orl]) = graphs::unpacked_whole_tensor();
+    let p = pair(&t, &o).unwrap();
     assert!(pair_of(&p, tu).is_none());
     assert_eq!(pair_of(&p, tr).unwrap().onnx, orl);
 }
@@ -1456,49 +1253,9 @@ fn a_layer_scale_folded_into_a_gemm_is_compared_at_the_reshape_after_it() {
 /// the Transpose after it. Each `mul` pairs with its own chain's Transpose, by its values.
 #[test]
 fn an_op_a_transpose_was_moved_below_pairs_with_that_transpose() {
-    let (q, k) = (
-        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-        [-1.0, -3.0, -5.0, 2.0, 4.0, 6.0],
-    );
-    // `[2, 3]` transposed to `[3, 2]`.
-    let tr = |v: &[f32]| vec![v[0], v[3], v[1], v[4], v[2], v[5]];
-    let dbl = |v: &[f32]| v.iter().map(|x| 2.0 * x).collect::<Vec<f32>>();
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &q);
-    let tq = t.op("aten::linear", "attn.q", &[ti], &q);
-    let tk = t.op("aten::linear", "attn.k", &[ti], &k);
-    let tqt = t.op("aten::transpose", "attn", &[tq], &tr(&q));
-    let tkt = t.op("aten::transpose", "attn", &[tk], &tr(&k));
-    let tqm = t.op("aten::mul", "attn", &[tqt], &dbl(&tr(&q)));
-    let tkm = t.op("aten::mul", "attn", &[tkt], &dbl(&tr(&k)));
-    t.output(0, tqm);
-    t.output(1, tkm);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &q);
-    let oq = o.op("MatMul", "attn.q", &[oi], &q);
-    let ok = o.op("MatMul", "attn.k", &[oi], &k);
-    let okm = o.op("Mul", "attn", &[ok], &dbl(&k));
-    let okmt = o.op("Transpose", "attn", &[okm], &dbl(&tr(&k)));
-    let okt = o.op("Transpose", "attn", &[ok], &tr(&k));
-    let oqm = o.op("Mul", "attn", &[oq], &dbl(&q));
-    let oqmt = o.op("Transpose", "attn", &[oqm], &dbl(&tr(&q)));
-    let oqt = o.op("Transpose", "attn", &[oq], &tr(&q));
-    o.output(0, oqmt);
-    o.output(1, okmt);
-    let (mut tc, mut oc) = (t.build(), o.build());
-    for id in [ti, tq, tk] {
-        reshape(&mut tc, id, &[2, 3]);
-    }
-    for id in [tqt, tkt, tqm, tkm, tkm + 1, tkm + 2] {
-        reshape(&mut tc, id, &[3, 2]);
-    }
-    for id in [oi, oq, ok, okm, oqm] {
-        reshape(&mut oc, id, &[2, 3]);
-    }
-    for id in [okmt, okt, oqmt, oqt, oqt + 1, oqt + 2] {
-        reshape(&mut oc, id, &[3, 2]);
-    }
-    let p = pair(&tc, &oc).unwrap();
+    let (t, o, ids) = graphs::transposes_moved_below_muls(2.0);
+    let [_, _, tqt, tkt, tqm, tkm, _, _, _, okmt, okt, _, oqmt, oqt] = ids;
+    let p = pair(&t, &o).unwrap();
     for (tv, ov) in [(tqt, oqt), (tkt, okt), (tqm, oqmt), (tkm, okmt)] {
         let made = pair_of(&p, tv).unwrap_or_else(|| panic!("value {tv} is compared"));
         assert_eq!(made.onnx, ov, "value {tv}");
@@ -1607,25 +1364,8 @@ fn a_layout_twin_with_other_values_stays_paired_though_its_reader_nearly_agrees(
     // An attention module whose output is a transpose (batch first again), faulted inside
     // (its twin's values 5% off), read by a residual add that dilutes the fault to under 1%
     // of its range: the add's near agreement does not make the fault an arrangement.
-    let x = [10.0, -20.0, 30.0, 5.0];
-    let y = [0.3, -1.2, 2.0, 0.7];
-    let sum = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(p, q)| p + q).collect::<Vec<_>>();
-    let faulted: Vec<f32> = y.iter().map(|v| v * 1.05).collect();
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let tl = t.op("aten::linear", "block.attn", &[ti], &y);
-    let tt = t.op("aten::transpose", "block.attn", &[tl], &y);
-    let tn = t.op("aten::layer_norm", "block.norm", &[ti], &x);
-    let ta = t.op("aten::add", "block", &[tn, tt], &sum(&x, &y));
-    t.output(0, ta);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let ol = o.op("MatMul", "block.attn", &[oi], &faulted);
-    let ot = o.op("Transpose", "block.attn", &[ol], &faulted);
-    let on = o.op("LayerNormalization", "block.norm", &[oi], &x);
-    let oa = o.op("Add", "block", &[on, ot], &sum(&x, &faulted));
-    o.output(0, oa);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [_, tt, _, _, _, ot, _, _]) = graphs::faulted_transpose_nearly_agreeing_reader();
+    let p = pair(&t, &o).unwrap();
     assert!(pair_of(&p, tt).is_some_and(|l| l.onnx == ot));
 }
 
@@ -1925,29 +1665,9 @@ fn a_computation_a_simplifier_merged_into_another_module_is_covered_not_misplace
     // A RoI pooler takes `boxes[:, 2] - boxes[:, 0]` for the box areas; the box decoder
     // after it takes the same difference of the same boxes for the widths. The simplifier
     // merged the two: one Sub, in the pooler's scope, read by the decoder's Unsqueeze.
-    let boxes = [1.0, 2.0, 3.0, 5.0];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &boxes);
-    let g0 = t.op("aten::select", "roi.pool", &[ti], &[1.0, 2.0]);
-    let g2 = t.op("aten::select", "roi.pool", &[ti], &[3.0, 5.0]);
-    let w = t.op("aten::sub", "roi.pool", &[g2, g0], &[2.0, 3.0]);
-    let area = t.op("aten::mul", "roi.pool", &[w, w], &[4.0, 9.0]);
-    let r0 = t.op("aten::select", "roi", &[ti], &[1.0, 2.0]);
-    let r2 = t.op("aten::select", "roi", &[ti], &[3.0, 5.0]);
-    let rw = t.op("aten::sub", "roi", &[r2, r0], &[2.0, 3.0]);
-    let un = t.op("aten::unsqueeze", "roi", &[rw], &[2.0, 3.0]);
-    let m = t.op("aten::mul", "roi", &[un, area], &[8.0, 27.0]);
-    t.output(0, m);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &boxes);
-    let og0 = o.op("Gather", "roi.pool", &[oi], &[1.0, 2.0]);
-    let og2 = o.op("Gather", "roi.pool", &[oi], &[3.0, 5.0]);
-    let ow = o.op("Sub", "roi.pool", &[og2, og0], &[2.0, 3.0]);
-    let oarea = o.op("Mul", "roi.pool", &[ow, ow], &[4.0, 9.0]);
-    let oun = o.op("Unsqueeze", "roi", &[ow], &[2.0, 3.0]);
-    let om = o.op("Mul", "roi", &[oun, oarea], &[8.0, 27.0]);
-    o.output(0, om);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, ids) = graphs::difference_merged_across_modules();
+    let [_, _, _, area, r0, r2, rw, un, m, .., oarea, oun, om] = ids;
+    let p = pair(&t, &o).unwrap();
 
     for (id, original) in [(r0, "v1"), (r2, "v2"), (rw, "v3")] {
         assert!(pair_of(&p, id).is_none(), "value {id} is the pooler's");
@@ -2097,60 +1817,10 @@ fn a_functional_activation_fused_into_its_conv_is_compared_there() {
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
-/// A batch-first LSTM whose closing Transpose an optimiser moved through the Reshape after
-/// it: ONNX holds the LSTM's [batch 2, seq 2, hidden 3] output only as the next layout the
-/// model asks for (batch and seq exchanged, a unit axis added: [2, 1, 2, 3]), in the module's
-/// scope and with its shape once unit axes are dropped. `held` is that ONNX value. Returns the
-/// pairing and the TorchScript ids of the lstm and the Linear after it, and the ONNX Reshape.
-fn lstm_output_rearranged(held: &[f32]) -> (Pairing, usize, usize, usize) {
-    let x = [
-        0.2, 0.4, -0.1, 0.3, 0.6, -0.5, 0.1, 0.8, -0.2, 0.9, 0.05, -0.7,
-    ];
-    let lstm = LSTM_OUT;
-    let y: Vec<f32> = lstm.iter().map(|v| v * 0.5 + 0.1).collect();
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let tl = t.op("aten::lstm", "rnn.lstm", &[ti], &lstm);
-    let tp = t.op("aten::permute", "rnn", &[tl], &seq_first(&lstm));
-    let tf = t.op("aten::linear", "rnn.fc", &[tp], &y);
-    t.output(0, tf);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    // The LSTM's own output: [seq, directions, batch, hidden] with a padding row, another
-    // shape.
-    let mut own = seq_first(&lstm);
-    own.extend([0.0; 3]);
-    let ol = o.op("LSTM", "rnn.lstm", &[oi], &own);
-    let or = o.op("Reshape", "rnn.lstm", &[ol], held);
-    let of = o.op("Gemm", "rnn.fc", &[or], &y);
-    o.output(0, of);
-    let (mut tc, mut oc) = (t.build(), o.build());
-    for id in [tl, tp] {
-        reshape(&mut tc, id, &[2, 2, 3]);
-    }
-    reshape(&mut oc, or, &[2, 1, 2, 3]);
-    (pair(&tc, &oc).unwrap(), tl, tf, or)
-}
-
-/// The LSTM output of `lstm_output_rearranged`, [batch 2, seq 2, hidden 3].
-const LSTM_OUT: [f32; 12] = [
-    1.0, -2.0, 3.0, 0.5, -1.5, 2.0, 0.25, 1.25, -0.75, 2.5, -3.0, 0.125,
-];
-
-/// `v` ([2, 2, 3]) with its first two axes exchanged.
-fn seq_first(v: &[f32]) -> Vec<f32> {
-    let mut out = Vec::new();
-    for s in 0..2 {
-        for b in 0..2 {
-            out.extend_from_slice(&v[b * 6 + s * 3..b * 6 + s * 3 + 3]);
-        }
-    }
-    out
-}
-
 #[test]
 fn an_op_output_onnx_holds_only_with_its_axes_permuted_is_covered_not_compared() {
-    let (clean, tl, tf, _) = lstm_output_rearranged(&seq_first(&LSTM_OUT));
+    let (t, o, [tl, _, tf, ..]) = graphs::lstm_output_rearranged(&seq_first(&LSTM_OUT));
+    let clean = pair(&t, &o).unwrap();
     assert!(
         pair_of(&clean, tl).is_none(),
         "the lstm was compared with its rearranged output"
@@ -2164,7 +1834,8 @@ fn an_op_output_onnx_holds_only_with_its_axes_permuted_is_covered_not_compared()
     assert!(pair_of(&clean, tf).is_some());
     // A fault in the LSTM changes its values, not only their layout: it stays compared.
     let scaled: Vec<f32> = seq_first(&LSTM_OUT).iter().map(|v| v * 1.05).collect();
-    let (faulted, tl, _, or) = lstm_output_rearranged(&scaled);
+    let (t, o, [tl, _, _, _, or, _]) = graphs::lstm_output_rearranged(&scaled);
+    let faulted = pair(&t, &o).unwrap();
     assert_eq!(pair_of(&faulted, tl).map(|made| made.onnx), Some(or));
 }
 
@@ -2176,7 +1847,8 @@ fn an_op_output_with_two_channels_swapped_is_not_taken_for_a_relayout() {
     for row in swapped.chunks_mut(3) {
         row.swap(0, 1);
     }
-    let (faulted, tl, _, or) = lstm_output_rearranged(&seq_first(&swapped));
+    let (t, o, [tl, _, _, _, or, _]) = graphs::lstm_output_rearranged(&seq_first(&swapped));
+    let faulted = pair(&t, &o).unwrap();
     assert_eq!(pair_of(&faulted, tl).map(|made| made.onnx), Some(or));
 }
 
@@ -2295,48 +1967,9 @@ fn crossed_selects_of_one_input_pair_by_the_column_they_take() {
 /// the chain, met by shape with the moved Transpose, is settled as relaid.
 #[test]
 fn an_op_onnx_runs_in_another_layout_is_covered_not_paired_by_shape() {
-    let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-    let a_t = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
-    let twice = |v: &[f32]| v.iter().map(|x| 2.0 * x).collect::<Vec<f32>>();
-    let plus_one = |v: &[f32]| v.iter().map(|x| 2.0 * x + 1.0).collect::<Vec<f32>>();
-    let z = [0.5, -0.25, 0.125, 7.0, 3.0, 1.5];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &a);
-    let lin = t.op("aten::linear", "attn.k", &[ti], &a);
-    let tr = t.op("aten::transpose", "attn", &[lin], &a_t);
-    let mul = t.op("aten::mul", "attn", &[tr], &twice(&a_t));
-    let add = t.op("aten::add", "attn", &[mul], &plus_one(&a_t));
-    let mm = t.op("aten::matmul", "attn", &[add], &z);
-    t.output(0, mm);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &a);
-    let olin = o.op("MatMul", "attn.k", &[oi], &a);
-    let omul = o.op("Mul", "attn", &[olin], &twice(&a));
-    let oadd = o.op("Add", "attn", &[omul], &plus_one(&a));
-    let otr = o.op("Transpose", "attn", &[oadd], &plus_one(&a_t));
-    // The attention's scaled query and a second scaling: two Muls of the mul's shape, so the
-    // order's pair is one the values chose, not one structure placed.
-    let olure = o.op("Mul", "attn", &[otr], &[9.0, -8.0, 7.5, -6.0, 5.5, -4.0]);
-    let olure2 = o.op(
-        "Mul",
-        "attn",
-        &[olure],
-        &[4.5, -4.0, 3.75, -3.0, 2.75, -2.0],
-    );
-    let omm = o.op("MatMul", "attn", &[olure2], &z);
-    o.output(0, omm);
-    let (mut tc, mut oc) = (t.build(), o.build());
-    reshape(&mut tc, lin, &[2, 3]);
-    for id in [tr, mul, add, mm] {
-        reshape(&mut tc, id, &[3, 2]);
-    }
-    for id in [olin, omul, oadd] {
-        reshape(&mut oc, id, &[2, 3]);
-    }
-    for id in [otr, olure, olure2, omm] {
-        reshape(&mut oc, id, &[3, 2]);
-    }
-    let p = pair(&tc, &oc).unwrap();
+    let (t, o, ids) = graphs::op_in_another_layout(2.0);
+    let [_, tr, mul, _, mm, .., omm] = ids;
+    let p = pair(&t, &o).unwrap();
     assert!(
         pair_of(&p, mul).is_none(),
         "the mul has no twin in its layout"
@@ -2352,45 +1985,10 @@ fn an_op_onnx_runs_in_another_layout_is_covered_not_paired_by_shape() {
     assert_eq!(p.coverage.torch_ratio(), 1.0);
 }
 
-/// A query projection whose ONNX Linear also applies `sqrt(1/sqrt(d))` of the attention it
-/// feeds (onnxslim folds the query's half of the attention's scale into its weights), or a
-/// fault that scales it by `factor`: the pairing, and the query and attention values.
-fn attention_scale_folded(factor: f32) -> (Pairing, usize, usize, usize) {
-    let (q, k, v) = (
-        [1.0, -2.0, 3.0, 0.5],
-        [0.25, 1.5, -1.0, 2.0],
-        [3.0, 1.0, -2.0, 4.0],
-    );
-    let z = [0.75, -0.5, 2.5, 1.25];
-    let scaled = |x: &[f32], f: f32| x.iter().map(|a| a * f).collect::<Vec<f32>>();
-    let half = 0.5f32.sqrt(); // head size 4: s = 1/2, sqrt(s) on each side
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &q);
-    let tq = t.op("aten::linear", "attn.q", &[ti], &q);
-    let tk = t.op("aten::linear", "attn.k", &[ti], &k);
-    let tv = t.op("aten::linear", "attn.v", &[ti], &v);
-    let att = t.op(
-        "aten::scaled_dot_product_attention",
-        "attn",
-        &[tq, tk, tv],
-        &z,
-    );
-    t.output(0, att);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &q);
-    let oq = o.op("MatMul", "attn.q", &[oi], &scaled(&q, factor));
-    let ok = o.op("MatMul", "attn.k", &[oi], &k);
-    let ov = o.op("MatMul", "attn.v", &[oi], &v);
-    let okm = o.op("Mul", "attn", &[ok], &scaled(&k, half));
-    let oatt = o.op("MatMul", "attn", &[oq, okm, ov], &z);
-    o.output(0, oatt);
-    let p = pair(&t.build(), &o.build()).unwrap();
-    (p, tq, att, oatt)
-}
-
 #[test]
 fn a_query_holding_the_attention_scale_is_covered_not_failed() {
-    let (p, tq, att, oatt) = attention_scale_folded(0.5f32.sqrt());
+    let (t, o, [tq, _, _, att, .., oatt]) = graphs::attention_scale_folded(0.5f32.sqrt());
+    let p = pair(&t, &o).unwrap();
     assert!(
         pair_of(&p, tq).is_none(),
         "the scaled query is not compared"
@@ -2407,7 +2005,8 @@ fn a_query_holding_the_attention_scale_is_covered_not_failed() {
 
 #[test]
 fn a_query_scaled_by_another_factor_keeps_its_pair() {
-    let (p, tq, _, _) = attention_scale_folded(1.0895);
+    let (t, o, [tq, ..]) = graphs::attention_scale_folded(1.0895);
+    let p = pair(&t, &o).unwrap();
     assert!(
         pair_of(&p, tq).is_some(),
         "a planted scale is compared and fails"

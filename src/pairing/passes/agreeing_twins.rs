@@ -149,3 +149,40 @@ impl Pass for AgreeingTwins {
         Pairer { cx, state }.repair_by_agreement();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    /// Runs the pass on `transposes_moved_below_muls(key_factor)` after the pairs the order
+    /// and the dataflow pass leave (the projections and the transposes; the muls have no
+    /// Mul of their shape). Returns the state, the two muls and their Transposes.
+    fn run_after_the_transposes(key_factor: f32) -> (PairState, [usize; 4]) {
+        let (t, o, ids) = graphs::transposes_moved_below_muls(key_factor);
+        let [tq, tk, tqt, tkt, tqm, tkm, oq, ok, _, okmt, okt, _, oqmt, oqt] = ids;
+        let earlier = [(tq, oq), (tk, ok), (tqt, oqt), (tkt, okt)];
+        let state = run_alone(&AgreeingTwins, &t, &o, &earlier);
+        (state, [tqm, tkm, oqmt, okmt])
+    }
+
+    #[test]
+    fn an_open_mul_takes_the_transpose_moved_below_it_that_agrees_with_it() {
+        let (state, [tqm, tkm, oqmt, okmt]) = run_after_the_transposes(2.0);
+        for (tv, ov) in [(tqm, oqmt), (tkm, okmt)] {
+            let made = state
+                .get(tv)
+                .unwrap_or_else(|| panic!("value {tv} is compared"));
+            assert_eq!((made.onnx, made.by), (ov, "agreeing_twins"), "value {tv}");
+            assert!(!made.certain);
+        }
+    }
+
+    #[test]
+    fn a_mul_no_value_agrees_with_stays_open() {
+        // The key's Mul is faulted: its Transpose no longer agrees with the key's mul.
+        let (state, [tqm, tkm, oqmt, _]) = run_after_the_transposes(2.3);
+        assert_eq!(state.twin(tqm), Some(oqmt), "the query's chain is clean");
+        assert!(!state.is_paired(tkm), "a fault agrees with no value");
+    }
+}

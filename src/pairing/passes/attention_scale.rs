@@ -96,3 +96,41 @@ impl Pass for AttentionScale {
         Pairer { cx, state }.unpair_folded_attention_scale();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    /// Runs the pass on the attention whose ONNX query is `factor` times PyTorch's, every
+    /// value paired with its own node; returns the state and the query and attention ids.
+    fn run_with_query_times(factor: f32) -> (PairState, usize, usize) {
+        let (t, o, [tq, tk, tv, att, oq, ok, ov, oatt]) = graphs::attention_scale_folded(factor);
+        let earlier = [(tq, oq), (tk, ok), (tv, ov), (att, oatt)];
+        let state = run_alone(&AttentionScale, &t, &o, &earlier);
+        assert!(
+            state.is_paired(tk),
+            "the key ONNX holds unscaled stays compared"
+        );
+        (state, tq, att)
+    }
+
+    #[test]
+    fn a_query_holding_half_the_attention_scale_is_unpaired_and_covered() {
+        let (state, tq, att) = run_with_query_times(0.5f32.sqrt());
+        assert!(!state.is_paired(tq) && state.accounted(tq));
+        assert!(
+            state.is_paired(att),
+            "the attention's output is where it is compared"
+        );
+    }
+
+    #[test]
+    fn a_query_scaled_by_another_factor_keeps_its_pair() {
+        let (state, tq, _) = run_with_query_times(1.0895);
+        assert!(
+            state.is_paired(tq),
+            "a planted scale is compared, and fails"
+        );
+    }
+}

@@ -139,10 +139,26 @@ impl Pass for DataflowOwner {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::tests::Builder;
-    use super::super::super::{pair_boundary, PairCx, PairState, Pairing, ReadBack};
+    use super::super::super::tests::{graphs, run_alone_after, Builder};
     use super::*;
     use crate::capture::Side;
+
+    #[test]
+    fn the_one_add_left_by_a_fused_residual_goes_to_the_add_it_computes() {
+        // The order gave the block's one Add to the second residual add (the faulted attn
+        // made its values closest); the dataflow pass found nothing better and marked it.
+        let (t, o, ids) = graphs::residual_add_fused_into_norm();
+        let [ta, first, tn2, tm, second, _, oa, oadd, on2, om, _] = ids;
+        let earlier = [(ta, oa), (tn2, on2), (tm, om), (second, oadd)];
+        let state = run_alone_after(&DataflowOwner, &t, &o, &earlier, |s| {
+            s.mark_off_dataflow(second)
+        });
+        let made = state.get(first).expect("the first add takes the Add");
+        assert_eq!((made.onnx, made.by), (oadd, "dataflow_owner"));
+        assert!(made.certain, "the wiring leaves no other choice");
+        assert!(!state.is_paired(second) && !state.accounted(second));
+        assert!(!state.is_off_dataflow(second));
+    }
 
     #[test]
     fn an_open_add_does_not_take_a_later_link_of_its_chain_from_the_dataflow() {
@@ -181,21 +197,12 @@ mod tests {
         let osecond = o.op("Add", "blk", &[ofirst, ow], &second);
         let ores = o.op("Add", "blk", &[or, osecond], &residual);
         o.output(0, ores);
-        let (tc, oc) = (t.build(), o.build());
-        let mut p = Pairing::default();
-        pair_boundary(&tc, &oc, &mut p).unwrap();
-        let boundary = p.inputs.iter().chain(&p.outputs).cloned().collect();
-        let cx = PairCx::new(&tc, &oc, boundary, ReadBack::Parallel);
-        let mut state = PairState::new(cx.boundary.iter().map(|b| b.onnx));
-
         // The state the order and the dataflow pass left: w's pair crossed with r's, so the
         // second add's producers are no ancestors of its node either.
-        for (a, b) in [(tu, ou), (tv, ov), (tw, or), (tr, ow), (tres, osecond)] {
-            state.assign(a, b, false);
-        }
-        state.mark_off_dataflow(tres);
-        state.begin_pass(DataflowOwner.name());
-        DataflowOwner.run(&cx, &mut state);
+        let crossed = [(tu, ou), (tv, ov), (tw, or), (tr, ow), (tres, osecond)];
+        let state = run_alone_after(&DataflowOwner, &t.build(), &o.build(), &crossed, |s| {
+            s.mark_off_dataflow(tres)
+        });
         assert_eq!(
             state.twin(tfirst),
             None,

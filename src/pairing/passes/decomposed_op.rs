@@ -114,3 +114,63 @@ impl Pass for DecomposedOp {
         Pairer { cx, state }.complete_decompositions();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone, run_alone_after, Builder};
+    use super::*;
+    use crate::capture::{Capture, Side};
+
+    #[test]
+    fn a_pair_on_a_sigmoid_moves_to_the_mul_that_completes_the_silu() {
+        // The order met the SiLU at its Sigmoid and shifted the residual add onto the Mul.
+        let (t, o, [conv, act, add, oconv, osig, omul, _]) = graphs::silu_as_mul_and_sigmoid();
+        let earlier = [(conv, oconv), (act, osig), (add, omul)];
+        let state = run_alone(&DecomposedOp, &t, &o, &earlier);
+        let made = state.get(act).expect("the silu stays paired");
+        assert_eq!((made.onnx, made.by), (omul, "decomposed_op"));
+        assert!(
+            !state.is_paired(add),
+            "the add, further from the Mul, lets it go"
+        );
+        assert_eq!(state.twin(conv), Some(oconv));
+    }
+
+    /// An attention of 16 tokens and a head of 16, whose scores' MatMul has its output's
+    /// shape, read by a reshape; ONNX's values after the Softmax are off (a fault), so no
+    /// value points at the attention's own MatMul. Ids: torch attention, reshape; onnx
+    /// scores, output MatMul, Reshape.
+    fn attention_read_by_a_reshape() -> (Capture, Capture, [usize; 5]) {
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let ta = t.op("aten::scaled_dot_product_attention", "attn", &[ti], &x);
+        let tr = t.op("aten::reshape", "", &[ta], &x);
+        t.output(0, tr);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let scores = o.op("MatMul", "attn", &[oi], &[9.0, 8.0, 7.0, 6.0]);
+        let soft = o.op("Softmax", "attn", &[scores], &[0.1, 0.2, 0.3, 0.4]);
+        let out = o.op("MatMul", "attn", &[soft, oi], &[-4.0, -3.0, -2.0, -1.0]);
+        let or = o.op("Reshape", "", &[out], &[-4.0, -3.0, -2.0, -1.0]);
+        o.output(0, or);
+        (t.build(), o.build(), [ta, tr, scores, out, or])
+    }
+
+    #[test]
+    fn an_attention_met_at_its_scores_moves_to_what_its_reshape_reads() {
+        let (t, o, [ta, tr, scores, out, or]) = attention_read_by_a_reshape();
+        let state = run_alone(&DecomposedOp, &t, &o, &[(ta, scores), (tr, or)]);
+        let made = state.get(ta).expect("the attention stays paired");
+        assert_eq!((made.onnx, made.by), (out, "decomposed_op"));
+    }
+
+    #[test]
+    fn a_certain_pair_is_not_moved_by_structure() {
+        let (t, o, [ta, tr, scores, _, or]) = attention_read_by_a_reshape();
+        let state = run_alone_after(&DecomposedOp, &t, &o, &[(tr, or)], |s| {
+            s.assign(ta, scores, true)
+        });
+        assert_eq!(state.twin(ta), Some(scores));
+    }
+}

@@ -77,3 +77,55 @@ impl Pass for Duplicates {
         Pairer { cx, state }.mark_duplicates();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_difference_computed_again_in_another_module_is_an_alias_of_the_first() {
+        let (t, o, ids) = graphs::difference_merged_across_modules();
+        let [g0, g2, w, area, r0, r2, rw, un, ..] = ids;
+        let state = run_alone(&Duplicates, &t, &o, &[]);
+        for copy in [r0, r2, rw] {
+            assert!(
+                state.is_identity(copy),
+                "value {copy} computes the pooler's again"
+            );
+            assert!(state.accounted(copy), "value {copy} counts as covered");
+        }
+        for own in [g0, g2, w, area, un] {
+            assert!(
+                !state.is_identity(own),
+                "value {own} is the first of its kind"
+            );
+        }
+        assert!(state.paired().is_empty(), "duplicates makes no pairs");
+    }
+
+    #[test]
+    fn other_values_or_a_copy_in_its_own_scope_are_layers() {
+        // The same select of the same boxes: another column in module `b`, the same column
+        // again in module `a` (a merged node would still sit in `a`'s scope).
+        let boxes = [1.0, 2.0, 3.0, 5.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &boxes);
+        let a = t.op("aten::select", "a", &[ti], &[1.0, 2.0]);
+        let b = t.op("aten::select", "b", &[ti], &[3.0, 5.0]);
+        let again = t.op("aten::select", "a", &[ti], &[1.0, 2.0]);
+        let s = t.op("aten::add", "", &[a, b, again], &[5.0, 9.0]);
+        t.output(0, s);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &boxes);
+        let oa = o.op("Gather", "a", &[oi], &[1.0, 2.0]);
+        let ob = o.op("Gather", "b", &[oi], &[3.0, 5.0]);
+        let os = o.op("Add", "", &[oa, ob], &[5.0, 9.0]);
+        o.output(0, os);
+        let state = run_alone(&Duplicates, &t.build(), &o.build(), &[]);
+        for v in [a, b, again] {
+            assert!(!state.is_identity(v) && !state.accounted(v), "value {v}");
+        }
+    }
+}

@@ -146,3 +146,45 @@ impl Pass for FoldedAffine {
         Pairer { cx, state }.fold_constant_consumers();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_conv_node_holding_the_layer_scale_after_it_moves_its_pair_there() {
+        let (t, o, [tc, tm, ta, oc, oa]) = graphs::layer_scale_folded_into_conv();
+        let state = run_alone(&FoldedAffine, &t, &o, &[(tc, oc), (ta, oa)]);
+        let made = state.get(tm).expect("the scaled value is compared");
+        assert_eq!((made.onnx, made.by), (oc, "folded_affine"));
+        assert!(!made.certain, "the values chose it");
+        assert_eq!(state.fused(tm), [tc]);
+        assert!(!state.is_paired(tc) && state.accounted(tc));
+    }
+
+    #[test]
+    fn a_gate_computed_from_the_input_is_no_constant_to_fold() {
+        // A squeeze-excitation gate, `conv * sigmoid(x)`: no weights can hold it, so a Conv
+        // that differs from the conv is a fault, not the gated value.
+        let x = [1.0, -2.0, 3.0, -4.0];
+        let gate = [0.7, 0.1, 0.9, 0.0];
+        let gated = [1.4, -0.1, 0.45, 0.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tc = t.op("aten::_convolution", "b.fc2", &[ti], &[2.0, -1.0, 0.5, 3.0]);
+        let tg = t.op("aten::sigmoid", "b", &[ti], &gate);
+        let tm = t.op("aten::mul", "b", &[tc, tg], &gated);
+        t.output(0, tm);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oc = o.op("Conv", "b.fc2", &[oi], &gated);
+        let og = o.op("Sigmoid", "b", &[oi], &gate);
+        let om = o.op("Mul", "b", &[oc, og], &gated);
+        o.output(0, om);
+        let state = run_alone(&FoldedAffine, &t.build(), &o.build(), &[(tc, oc), (tg, og)]);
+        assert_eq!(state.twin(tc), Some(oc), "the conv keeps its pair");
+        assert!(!state.is_paired(tm));
+    }
+}

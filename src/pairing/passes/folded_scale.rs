@@ -67,3 +67,32 @@ impl Pass for FoldedScale {
         Pairer { cx, state }.unpair_folded_scale();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    #[test]
+    fn a_value_twice_its_twin_read_by_a_conv_is_unpaired_and_covered() {
+        let (t, o, [t1, tg, t2, o1, og, o2]) = graphs::gelu_scale_folded("Conv");
+        let state = run_alone(&FoldedScale, &t, &o, &[(t1, o1), (tg, og), (t2, o2)]);
+        assert!(!state.is_paired(tg), "twice the GELU is no twin of it");
+        assert!(
+            state.accounted(tg),
+            "the Conv reading it absorbed the factor"
+        );
+        assert_eq!((state.twin(t1), state.twin(t2)), (Some(o1), Some(o2)));
+    }
+
+    #[test]
+    fn a_factor_no_reader_can_absorb_keeps_its_pair() {
+        let (t, o, [t1, tg, t2, o1, og, o2]) = graphs::gelu_scale_folded("Relu");
+        let state = run_alone(&FoldedScale, &t, &o, &[(t1, o1), (tg, og), (t2, o2)]);
+        assert_eq!(
+            state.twin(tg),
+            Some(og),
+            "a Relu has no weights to hold the factor"
+        );
+    }
+}

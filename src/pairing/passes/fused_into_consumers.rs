@@ -70,3 +70,28 @@ impl Pass for FusedIntoConsumers {
         Pairer { cx, state }.account_fused_into_consumers();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    #[test]
+    fn a_bias_and_residual_add_inside_a_skip_layer_norm_are_covered() {
+        // What `scopeless` left: the LayerNorm met the fused node; the Linear (whose MatMul
+        // lacks the bias) and the residual add are open.
+        let (t, o, [lin, add, ln, ffn, _, fused, offn]) = graphs::skip_layer_norm();
+        let state = run_alone(&FusedIntoConsumers, &t, &o, &[(ln, fused), (ffn, offn)]);
+        for v in [lin, add] {
+            assert!(state.accounted(v), "value {v} is inside the fused node");
+        }
+    }
+
+    #[test]
+    fn a_consumer_twin_with_a_scope_of_its_own_fuses_nothing_before_it() {
+        let (t, mut o, [lin, add, ln, ffn, _, fused, offn]) = graphs::skip_layer_norm();
+        o.values[fused].scope_recorded = true;
+        let state = run_alone(&FusedIntoConsumers, &t, &o, &[(ln, fused), (ffn, offn)]);
+        assert!(!state.accounted(lin) && !state.accounted(add));
+    }
+}

@@ -63,3 +63,46 @@ impl Pass for KeptControlFlow {
         Pairer { cx, state }.account_kept_control_flow();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    /// `x * 2 + 1` computed in a loop body that ONNX keeps as a Loop node (the name of the
+    /// body's value records its iteration), its result paired with the loop's `after`:
+    /// returns the state and the body's mul.
+    fn loop_body_before(onnx_op: &str) -> (PairState, usize) {
+        let x = [1.0, 2.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tm = t.op("aten::mul", "", &[ti], &[2.0, 4.0]);
+        let ta = t.op("aten::add", "", &[tm], &[3.0, 5.0]);
+        t.output(0, ta);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let ol = o.op(onnx_op, "", &[oi], &[3.0, 5.0]);
+        o.output(0, ol);
+        let mut tc = t.build();
+        tc.values[tm].name = "mul@iter0".into();
+        let state = run_alone(&KeptControlFlow, &tc, &o.build(), &[(ta, ol)]);
+        (state, tm)
+    }
+
+    #[test]
+    fn a_value_that_flows_only_into_a_kept_loop_is_named_and_not_covered() {
+        let (state, tm) = loop_body_before("Loop");
+        assert!(
+            state.reasons().contains_key(&tm),
+            "the body's value has a reason"
+        );
+        assert!(!state.accounted(tm), "only the loop's result is compared");
+    }
+
+    #[test]
+    fn a_value_whose_consumer_meets_an_ordinary_node_is_left_open() {
+        let (state, tm) = loop_body_before("Add");
+        assert!(!state.reasons().contains_key(&tm));
+    }
+}

@@ -171,3 +171,45 @@ impl Pass for RelaidComputation {
         Pairer { cx, state }.account_relaid_computations();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    /// Runs the pass on `op_in_another_layout(mul_factor)` after the order's pairs: the mul
+    /// met the second Mul of its shape, the transpose the moved Transpose. Returns the state
+    /// and the transpose, mul and matmul ids, and the matmul's twin.
+    fn run_after_the_order(mul_factor: f32) -> (PairState, [usize; 4]) {
+        let (t, o, ids) = graphs::op_in_another_layout(mul_factor);
+        let [lin, tr, mul, _, mm, olin, _, _, otr, _, olure2, omm] = ids;
+        let earlier = [(lin, olin), (tr, otr), (mul, olure2), (mm, omm)];
+        let state = run_alone(&RelaidComputation, &t, &o, &earlier);
+        (state, [tr, mul, mm, omm])
+    }
+
+    #[test]
+    fn a_mul_onnx_computes_before_the_transpose_is_covered_not_paired_by_shape() {
+        let (state, [tr, mul, mm, omm]) = run_after_the_order(2.0);
+        assert!(
+            !state.is_paired(mul),
+            "no ONNX value holds the mul in its layout"
+        );
+        assert!(
+            state.accounted(mul),
+            "its data is compared where the layout is restored"
+        );
+        assert!(
+            !state.is_paired(tr) && state.accounted(tr),
+            "the moved transpose is relaid"
+        );
+        assert_eq!(state.twin(mm), Some(omm));
+    }
+
+    #[test]
+    fn a_mul_whose_relaid_values_differ_keeps_its_pair() {
+        let (state, [tr, mul, ..]) = run_after_the_order(2.2);
+        assert!(state.is_paired(mul) && !state.accounted(mul));
+        assert!(state.is_paired(tr));
+    }
+}

@@ -119,3 +119,41 @@ impl Pass for RelaidLayout {
         p.unpair_relaid_layout();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::graphs::{lstm_output_rearranged, seq_first, LSTM_OUT};
+    use super::super::super::tests::run_alone;
+    use super::*;
+
+    /// Runs the pass after `module_output` met the LSTM with the Reshape holding `held`;
+    /// returns the state, the lstm and that Reshape.
+    fn run_with_reshape_holding(held: &[f32]) -> (PairState, usize, usize) {
+        let (t, o, [tl, _, tf, _, or, of]) = lstm_output_rearranged(held);
+        let state = run_alone(&RelaidLayout, &t, &o, &[(tl, or), (tf, of)]);
+        (state, tl, or)
+    }
+
+    #[test]
+    fn an_lstm_output_onnx_holds_only_with_its_axes_permuted_is_unpaired_and_covered() {
+        let (state, tl, _) = run_with_reshape_holding(&seq_first(&LSTM_OUT));
+        assert!(
+            !state.is_paired(tl),
+            "the Reshape holds the next layout, not the lstm's"
+        );
+        assert!(state.accounted(tl));
+    }
+
+    #[test]
+    fn other_values_or_channels_moved_within_an_axis_keep_the_pair() {
+        let scaled: Vec<f32> = seq_first(&LSTM_OUT).iter().map(|v| v * 1.05).collect();
+        let mut swapped = LSTM_OUT;
+        for row in swapped.chunks_mut(3) {
+            row.swap(0, 1);
+        }
+        for held in [scaled, seq_first(&swapped)] {
+            let (state, tl, or) = run_with_reshape_holding(&held);
+            assert_eq!(state.twin(tl), Some(or));
+        }
+    }
+}

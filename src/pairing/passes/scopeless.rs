@@ -121,3 +121,58 @@ impl Pass for Scopeless {
         p.fuse_consumers_into_scopeless();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone, Builder};
+    use super::*;
+    use crate::capture::Side;
+
+    #[test]
+    fn a_layer_norm_without_a_node_meets_the_scopeless_skip_layer_norm() {
+        // What the passes before left: the Linear's bias-less MatMul undone, the ffn paired.
+        let (t, o, [lin, _, ln, ffn, _, fused, offn]) = graphs::skip_layer_norm();
+        let state = run_alone(&Scopeless, &t, &o, &[(ffn, offn)]);
+        let made = state.get(ln).expect("the LayerNorm is paired");
+        assert_eq!((made.onnx, made.by), (fused, "scopeless"));
+        assert!(!made.certain);
+        assert!(
+            !state.is_paired(lin),
+            "the fused node is taken by its best fit"
+        );
+    }
+
+    #[test]
+    fn a_scopeless_fused_gemm_holds_the_activation_after_its_linear() {
+        let (t, o, [fc6, act, fc7, fused, ofc7]) = graphs::fused_gemm_with_activation();
+        let state = run_alone(&Scopeless, &t, &o, &[(fc7, ofc7)]);
+        let made = state.get(act).expect("the ReLU is paired");
+        assert_eq!((made.onnx, made.by), (fused, "scopeless"));
+        assert_eq!(state.fused(act), [fc6]);
+        assert!(!state.is_paired(fc6) && state.accounted(fc6));
+    }
+
+    #[test]
+    fn a_scopeless_node_not_computed_from_the_producers_twins_is_no_twin() {
+        // The norm reads `a`; the only scope-less LayerNorm reads `b`.
+        let x = [1.0, 2.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let a = t.op("aten::linear", "a", &[ti], &[3.0, 4.0]);
+        let b = t.op("aten::linear", "b", &[ti], &[5.0, 6.0]);
+        let n = t.op("aten::layer_norm", "n", &[a], &[-1.0, 1.0]);
+        let s = t.op("aten::add", "", &[n, b], &[4.0, 7.0]);
+        t.output(0, s);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let oa = o.op("Gemm", "a", &[oi], &[3.0, 4.0]);
+        let ob = o.op("Gemm", "b", &[oi], &[5.0, 6.0]);
+        let on = o.op("LayerNormalization", "", &[ob], &[-1.0, 1.0]);
+        let os = o.op("Add", "", &[on, oa], &[4.0, 7.0]);
+        o.output(0, os);
+        let mut oc = o.build();
+        oc.values[on].scope_recorded = false;
+        let state = run_alone(&Scopeless, &t.build(), &oc, &[(a, oa), (b, ob), (s, os)]);
+        assert!(!state.is_paired(n));
+    }
+}

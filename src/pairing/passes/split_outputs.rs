@@ -109,3 +109,37 @@ impl Pass for SplitOutputs {
         Pairer { cx, state }.pair_split_outputs();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    #[test]
+    fn the_pieces_of_a_chunk_pair_with_the_slices_that_cut_them() {
+        // Before the order runs only the projection's module call is paired; the key's
+        // Slice comes first in ONNX, and each piece takes the one holding its values.
+        let (t, o, ids) = graphs::chunked_projection();
+        let [tl, _, tq, tk, tqr, _, _, _, ol, _, ok, _, _, oq, ..] = ids;
+        let state = run_alone(&SplitOutputs, &t, &o, &[(tl, ol)]);
+        for (piece, slice) in [(tq, oq), (tk, ok)] {
+            let made = state.get(piece).expect("the piece is paired");
+            assert_eq!((made.onnx, made.by), (slice, "split_outputs"));
+            assert!(!made.certain, "the values chose among the pieces' Slices");
+        }
+        assert!(
+            !state.is_paired(tqr),
+            "a slice of a piece is no piece of a split"
+        );
+    }
+
+    #[test]
+    fn an_unpack_of_whole_tensors_takes_no_layout_node() {
+        let (t, o, [tl, tu, _, ol, ..]) = graphs::unpacked_whole_tensor();
+        let state = run_alone(&SplitOutputs, &t, &o, &[(tl, ol)]);
+        assert!(
+            !state.is_paired(tu),
+            "a module's list of results is not cut from one tensor"
+        );
+    }
+}

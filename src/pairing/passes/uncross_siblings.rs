@@ -96,3 +96,27 @@ impl Pass for UncrossSiblings {
         Pairer { cx, state }.uncross_siblings();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::{graphs, run_alone};
+    use super::*;
+
+    #[test]
+    fn projections_the_order_crossed_take_the_twins_their_values_match() {
+        // An optimiser put the key's Gemm first; the order gave it to the query.
+        let (t, o, [q, k, oq, ok]) = graphs::sibling_projections(&[1.0, 2.0], true);
+        let state = run_alone(&UncrossSiblings, &t, &o, &[(q, ok), (k, oq)]);
+        for (tv, ov) in [(q, oq), (k, ok)] {
+            let made = state.get(tv).expect("still paired");
+            assert_eq!((made.onnx, made.by), (ov, "uncross_siblings"), "value {tv}");
+        }
+    }
+
+    #[test]
+    fn a_faulty_projection_that_matches_no_sibling_keeps_the_order_s_pairs() {
+        let (t, o, [q, k, oq, ok]) = graphs::sibling_projections(&[1.5, 2.5], true);
+        let state = run_alone(&UncrossSiblings, &t, &o, &[(q, ok), (k, oq)]);
+        assert_eq!((state.twin(q), state.twin(k)), (Some(ok), Some(oq)));
+    }
+}
