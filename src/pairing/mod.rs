@@ -55,7 +55,7 @@ use anyhow::{bail, Result};
 use context::PairCx;
 use lanes::{for_each_lane, max_of, LANES};
 use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
-pub use reason::{Factor, UnpairedReason};
+pub use reason::{ScaleFactor, UnpairedReason};
 use scopes::GroupKey;
 use serde::Serialize;
 use state::PairState;

@@ -8,7 +8,7 @@
 
 /// The factor ONNX holds a value scaled by, where a simplifier folded a scale into weights.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Factor {
+pub enum ScaleFactor {
     /// One factor for the whole tensor.
     Scalar(f64),
     /// A factor per channel.
@@ -51,7 +51,7 @@ pub enum UnpairedReason {
     /// ONNX holds it scaled by the attention scale, folded into weights by a simplifier.
     AttentionScale { factor: f64 },
     /// ONNX holds it scaled, the factor folded into the weights of node `node`.
-    FoldedScale { factor: Factor, node: String },
+    FoldedScale { factor: ScaleFactor, node: String },
     /// ONNX computes it with its dims in another order (in `node`).
     RelaidComputation { node: String },
     /// Its output exists in ONNX only in another arrangement.

@@ -1122,7 +1122,7 @@ fn a_factor_folded_into_the_reading_conv_is_covered_not_failed() {
             && matches!(
                 u.reason,
                 UnpairedReason::FoldedScale {
-                    factor: Factor::Scalar(_),
+                    factor: ScaleFactor::Scalar(_),
                     ..
                 }
             ),
@@ -1198,7 +1198,7 @@ fn a_norm_weight_folded_into_the_reading_matmul_is_covered_not_failed() {
             && matches!(
                 u.reason,
                 UnpairedReason::FoldedScale {
-                    factor: Factor::PerChannel,
+                    factor: ScaleFactor::PerChannel,
                     ..
                 }
             ),

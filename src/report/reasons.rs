@@ -4,7 +4,7 @@
 //! sentence in `coverage.unpaired[].reason` and `shared_producer.reason` (docs/json.md: a
 //! string meant for people). Rewording a sentence here changes no decision.
 
-use crate::pairing::{Factor, UnpairedReason};
+use crate::pairing::{ScaleFactor, UnpairedReason};
 use serde::{Serialize, Serializer};
 use std::fmt;
 
@@ -143,10 +143,10 @@ impl fmt::Display for UnpairedReason {
 }
 
 /// "times 0.1250", "times a factor per channel".
-fn times(factor: &Factor) -> String {
+fn times(factor: &ScaleFactor) -> String {
     match factor {
-        Factor::Scalar(k) => format!("times {k:.4}"),
-        Factor::PerChannel => "times a factor per channel".to_string(),
+        ScaleFactor::Scalar(k) => format!("times {k:.4}"),
+        ScaleFactor::PerChannel => "times a factor per channel".to_string(),
     }
 }
 
@@ -174,7 +174,7 @@ mod tests {
             ),
             (
                 UnpairedReason::FoldedScale {
-                    factor: Factor::Scalar(0.125),
+                    factor: ScaleFactor::Scalar(0.125),
                     node: "/q/MatMul".into(),
                 },
                 "ONNX holds it times 0.1250, folded into the weights of /q/MatMul (its data is \

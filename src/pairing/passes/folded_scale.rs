@@ -15,7 +15,7 @@
 //! weights of their own are never unpaired here: a planted scale on their weights yields
 //! the same proportionality, and it is a fault.
 
-use super::super::reason::{Factor, UnpairedReason};
+use super::super::reason::{ScaleFactor, UnpairedReason};
 use super::super::scale_factors::could_be_folded;
 use super::super::scale_factors::fitted_factors;
 use super::super::scale_factors::NOT_ONE;
@@ -44,8 +44,8 @@ impl Pairer<'_> {
             }
             self.state.unassign(t);
             let factor = match k[..] {
-                [k] => Factor::Scalar(k),
-                _ => Factor::PerChannel,
+                [k] => ScaleFactor::Scalar(k),
+                _ => ScaleFactor::PerChannel,
             };
             let reason = UnpairedReason::FoldedScale {
                 factor,
