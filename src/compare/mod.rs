@@ -1,7 +1,7 @@
 //! Stage 4, comparison: from pairs to judged layers. Error statistics of one tensor pair
 //! (`stats`), the tolerance each pair is judged by (`tolerance`, one tolerance's element bound in `bound`) in the precision its values
 //! were computed in (`precision`), every pair compared and the first divergence found
-//! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`) and what float32 rounding alone does to them (`rounding_reference`), layers whose values are
+//! (`evaluate`) into judged layers (`judged`), the outputs' own looser rule (`output_tolerance`), which rule a listed tolerance is (`tolerance_rule`) and what float32 rounding alone does to them (`rounding_reference`), layers whose values are
 //! too small for the absolute tolerance to mean anything (`small_values`), discrete decisions
 //! that flip under rounding (`discrete`) and selections that order equal values their own way
 //! (`tied_selection`), what an isolation run feeds and what its results say about where each
@@ -26,3 +26,4 @@ pub mod sqnr_rule;
 pub mod stats;
 pub mod tied_selection;
 pub mod tolerance;
+pub mod tolerance_rule;

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::capture::tensor::DType;
 use crate::compare::bound::Tolerance;
 use crate::compare::stats::ErrorStats;
+use crate::compare::tolerance_rule::ToleranceRule;
 
 /// Default output tolerance per element type: 10x the per-layer float tolerances, calibrated
 /// on clean deep networks with trained-like activations (README, "Tolerances"). Integer and
@@ -111,14 +112,14 @@ impl OutputTolerance {
     }
 
     /// Every output rule in force, for reports.
-    pub fn describe(&self) -> Vec<(String, Tolerance)> {
-        let mut rules: Vec<(String, Tolerance)> = DEFAULT_OUTPUT_TOLERANCES
+    pub fn describe(&self) -> Vec<(ToleranceRule, Tolerance)> {
+        let mut rules: Vec<(ToleranceRule, Tolerance)> = DEFAULT_OUTPUT_TOLERANCES
             .iter()
-            .map(|(dtype, _)| (format!("outputs {}", dtype.name()), self.for_dtype(*dtype)))
+            .map(|(dtype, _)| (ToleranceRule::Outputs(*dtype), self.for_dtype(*dtype)))
             .collect();
         if let Some(r) = self.rel_to_range {
             rules.push((
-                "outputs, relative to range".to_string(),
+                ToleranceRule::OutputsRelativeToRange,
                 Tolerance { atol: r, rtol: 0.0 },
             ));
         }

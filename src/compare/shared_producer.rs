@@ -12,7 +12,7 @@ use crate::capture::{Capture, ValueRole};
 use crate::compare::judged::Divergence;
 use crate::compare::judged::LayerResult;
 use crate::pairing::ops::is_bookkeeping;
-use crate::pairing::Pairing;
+use crate::pairing::{Pairing, UnpairedReason};
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -24,7 +24,7 @@ pub struct SharedProducer {
     pub torch_op: String,
     pub module: String,
     /// Why pairing left it without a twin (`coverage.unpaired`'s reason), when it said.
-    pub reason: Option<String>,
+    pub reason: Option<UnpairedReason>,
     /// The origins' layer indices that read it.
     pub origins: Vec<usize>,
 }
@@ -163,7 +163,9 @@ mod tests {
                 name: "v2".into(),
                 op: "aten::mul".into(),
                 module: "norm".into(),
-                reason: "no ONNX op of a compatible kind and shape in scope 'norm'".into(),
+                reason: UnpairedReason::NoCompatibleOnnxOp {
+                    scope: "norm".into(),
+                },
                 accounted: false,
             }],
             ..Default::default()
@@ -178,7 +180,12 @@ mod tests {
         let found = find(&torch, &pairing, &layers, &both).expect("a shared producer");
         assert_eq!(found.torch_value, "v2");
         assert_eq!(found.origins, vec![0, 1]);
-        assert!(found.reason.unwrap().contains("scope 'norm'"));
+        assert_eq!(
+            found.reason,
+            Some(UnpairedReason::NoCompatibleOnnxOp {
+                scope: "norm".into()
+            })
+        );
         assert_eq!(find(&torch, &pairing, &layers, &both[..1]), None);
         // Compared in between: the mul is paired, so each origin was fed PyTorch's value.
         let mut compared = pairing.clone();

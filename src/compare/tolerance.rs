@@ -10,6 +10,7 @@ use crate::capture::tensor::DType;
 use crate::compare::bound::DEFAULT_TOLERANCES;
 pub use crate::compare::bound::{ElementBound, Tolerance};
 use crate::compare::output_tolerance::OutputTolerance;
+use crate::compare::tolerance_rule::ToleranceRule;
 
 /// Checks one tolerance field: a negative, NaN or infinite value would make the element bound
 /// meaningless (`inf * 0` is NaN, which fails every comparison).
@@ -174,14 +175,14 @@ impl TolerancePolicy {
 
     /// Every rule in force, for reports: the effective default of each dtype (CLI values
     /// applied), then the overrides in the order they are tried.
-    pub fn describe(&self) -> Vec<(String, Tolerance)> {
+    pub fn describe(&self) -> Vec<(ToleranceRule, Tolerance)> {
         DEFAULT_TOLERANCES
             .iter()
-            .map(|(dtype, _)| (format!("default {}", dtype.name()), self.base_for(*dtype)))
+            .map(|(dtype, _)| (ToleranceRule::Default(*dtype), self.base_for(*dtype)))
             .chain(
                 self.overrides
                     .iter()
-                    .map(|o| (format!("override {}", o.pattern), o.tol)),
+                    .map(|o| (ToleranceRule::Override(o.pattern.clone()), o.tol)),
             )
             .chain(self.outputs.describe())
             .collect()
@@ -436,18 +437,13 @@ mod tests {
         // The outputs' own rules come last.
         assert!(d[d.len() - outputs..]
             .iter()
-            .all(|(n, _)| n.starts_with("outputs ")));
+            .all(|(r, _)| matches!(r, ToleranceRule::Outputs(_))));
         let d = &d[..d.len() - outputs];
-        assert!(d.contains(&("default float32".to_string(), tol(1e-5, 1e-4))));
-        assert!(d.contains(&("default float16".to_string(), tol(1e-5, 1e-2))));
-        assert!(d.contains(&("default bool".to_string(), tol(1e-5, 0.0))));
-        assert_eq!(
-            d[d.len() - 2],
-            ("override layer4.*".to_string(), tol(1e-3, 0.0))
-        );
-        assert_eq!(
-            d[d.len() - 1],
-            ("override /head/*".to_string(), tol(1e-3, 1e-2))
-        );
+        assert!(d.contains(&(ToleranceRule::Default(DType::F32), tol(1e-5, 1e-4))));
+        assert!(d.contains(&(ToleranceRule::Default(DType::F16), tol(1e-5, 1e-2))));
+        assert!(d.contains(&(ToleranceRule::Default(DType::Bool), tol(1e-5, 0.0))));
+        let over = |glob: &str| ToleranceRule::Override(glob.to_string());
+        assert_eq!(d[d.len() - 2], (over("layer4.*"), tol(1e-3, 0.0)));
+        assert_eq!(d[d.len() - 1], (over("/head/*"), tol(1e-3, 1e-2)));
     }
 }

@@ -22,6 +22,7 @@ pub use crate::compare::judged::{
 };
 use crate::compare::small_values::SmallValues;
 pub use crate::compare::stats::finite_or_null;
+use crate::compare::tolerance_rule::ToleranceRule;
 use crate::inputs::ResolvedInput;
 use crate::outcome::baseline::BaselineReport;
 use crate::pairing::{Coverage, Unpaired};
@@ -111,7 +112,8 @@ pub struct Environment {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ToleranceInfo {
-    pub applies_to: String,
+    /// The rule, written as its label (`default float32`) in every report.
+    pub applies_to: ToleranceRule,
     pub atol: f64,
     pub rtol: f64,
 }

@@ -12,6 +12,7 @@
 //! own anywhere (`folded_without_a_trace`).
 
 use super::ops::{aten_name, folds_into_conv};
+use super::reason::UnpairedReason;
 use super::scopes::key_path;
 use super::{same_shape, Pairer};
 
@@ -122,10 +123,10 @@ impl Pairer<'_> {
             .iter()
             .find(|(id, _)| *id == v)
             .map_or("", |(_, p)| p.as_str());
-        let reason = format!(
-            "fused into ONNX node {} (compared after {path})",
-            self.cx.onnx.values[o].node
-        );
+        let reason = UnpairedReason::FusedIntoNode {
+            node: self.cx.onnx.values[o].node.clone(),
+            compared_after: path.to_string(),
+        };
         self.move_down_chain(&chain[..=best], o, &reason, certain);
     }
 
@@ -160,7 +161,7 @@ impl Pairer<'_> {
         &mut self,
         chain: &[usize],
         o: usize,
-        reason: &str,
+        reason: &UnpairedReason,
         certain: bool,
     ) {
         let (u, v) = (chain[0], chain[chain.len() - 1]);
@@ -171,7 +172,7 @@ impl Pairer<'_> {
         }
         for &absorbed in &chain[..chain.len() - 1] {
             self.state.fuse(absorbed, v);
-            self.state.leave(absorbed, reason, true);
+            self.state.leave(absorbed, reason.clone());
         }
     }
 
@@ -183,10 +184,10 @@ impl Pairer<'_> {
             return;
         };
         self.state.fuse(u, v);
-        let reason = format!(
-            "fused into ONNX node {} (compared after {v_path})",
-            self.cx.onnx.values[o].node
-        );
-        self.state.leave(u, reason, true);
+        let reason = UnpairedReason::FusedIntoNode {
+            node: self.cx.onnx.values[o].node.clone(),
+            compared_after: v_path.to_string(),
+        };
+        self.state.leave(u, reason);
     }
 }

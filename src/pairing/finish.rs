@@ -1,6 +1,7 @@
 //! Turning the pass state into the pairing the rest of the tool reads: layer pairs in
 //! execution order, coverage on both sides, and every value left over with its reason.
 
+use super::reason::UnpairedReason;
 use super::scopes::key_path;
 use super::{is_layer_candidate, Coverage, Pair, Pairer, Pairing, Unpaired};
 use crate::capture::{CapturedValue, Side};
@@ -37,9 +38,7 @@ impl Pairer<'_> {
     fn account_folded_constants(&mut self) {
         for &t in &self.cx.kept_constants {
             if !self.state.is_paired(t) {
-                let reason =
-                    "computes only from weights and constants; the exporter folded it".to_string();
-                self.state.leave(t, reason, true);
+                self.state.leave(t, UnpairedReason::FoldedConstant);
             }
         }
     }
@@ -65,14 +64,7 @@ impl Pairer<'_> {
 
     fn torch_unpaired(&self) -> Vec<Unpaired> {
         (self.state.reasons().into_iter())
-            .map(|(id, (reason, accounted))| {
-                unpaired(
-                    Side::Torch,
-                    &self.cx.torch.values[id],
-                    reason.to_string(),
-                    accounted,
-                )
-            })
+            .map(|(id, reason)| unpaired(Side::Torch, &self.cx.torch.values[id], reason.clone()))
             .collect()
     }
 
@@ -88,30 +80,31 @@ impl Pairer<'_> {
                 continue;
             }
             let reason = match self.cx.onnx_keys[v.id].as_ref() {
-                Some(k) if !self.cx.torch_groups.contains_key(k) && !k.is_empty() => format!(
-                    "scope '{}' has no TorchScript module call to match",
-                    key_path(k)
-                ),
-                Some(k) => format!(
-                    "no TorchScript op of a compatible kind and shape in scope '{}'",
-                    key_path(k)
-                ),
-                None => "not a layer".to_string(),
+                Some(k) if !self.cx.torch_groups.contains_key(k) && !k.is_empty() => {
+                    UnpairedReason::NoTorchCall {
+                        scope: key_path(k).to_string(),
+                    }
+                }
+                Some(k) => UnpairedReason::NoCompatibleTorchOp {
+                    scope: key_path(k).to_string(),
+                },
+                None => UnpairedReason::NotALayer,
             };
-            missing.push(unpaired(Side::Onnx, v, reason, false));
+            missing.push(unpaired(Side::Onnx, v, reason));
         }
         missing
     }
 }
 
-fn unpaired(side: Side, v: &CapturedValue, reason: String, accounted: bool) -> Unpaired {
+/// `v` left unpaired for `reason`, covered when the reason says so.
+fn unpaired(side: Side, v: &CapturedValue, reason: UnpairedReason) -> Unpaired {
     Unpaired {
+        accounted: reason.covered(),
         side,
         id: v.id,
         name: v.name.clone(),
         op: v.op.clone(),
         module: v.module_path().to_string(),
         reason,
-        accounted,
     }
 }

@@ -4,6 +4,7 @@
 //! (`merged_copy_of`, `mark_merged_copy`), which the dataflow check settles after the
 //! alignment.
 
+use super::reason::UnpairedReason;
 use super::wiring::{computed_from_all, nearest_producer_twins};
 use super::{is_layer_candidate, ops, same_shape, Pairer};
 use crate::capture::CapturedValue;
@@ -41,12 +42,11 @@ impl Pairer<'_> {
     /// (the slice of the other stream, which the order left over).
     pub(super) fn mark_merged_copy(&mut self, t: usize, original: usize) {
         let freed = self.state.unassign(t);
-        let reason = format!(
-            "computes what {} computes (the same op on the same inputs; a simplifier merged the two)",
-            self.cx.torch.values[original].name
-        );
+        let reason = UnpairedReason::MergedCopy {
+            original: self.cx.torch.values[original].name.clone(),
+        };
         self.state.mark_identity(t);
-        self.state.leave(t, reason, true);
+        self.state.leave(t, reason);
         if let Some(o) = freed {
             if let Some(owner) = self.open_value_computed_as(t, o) {
                 self.state.assign(owner, o, false);

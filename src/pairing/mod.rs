@@ -33,6 +33,7 @@ mod parent_calls;
 mod passes;
 mod permuted_axes;
 mod rearranged;
+pub mod reason;
 mod relaid;
 mod repeated_calls;
 mod scale_factors;
@@ -55,6 +56,7 @@ use anyhow::{bail, Result};
 use context::PairCx;
 use lanes::{for_each_lane, max_of, LANES};
 use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
+pub use reason::{ScaleFactor, UnpairedReason};
 use scopes::GroupKey;
 use serde::Serialize;
 use state::PairState;
@@ -96,7 +98,7 @@ pub struct Unpaired {
     pub name: String,
     pub op: String,
     pub module: String,
-    pub reason: String,
+    pub reason: UnpairedReason,
     /// Whether it still counts as covered (fused into a compared value, vanishes in eval).
     pub accounted: bool,
 }

@@ -18,6 +18,7 @@
 
 use super::ops::{is_bookkeeping, onnx_families, torch_families, vanishes_in_onnx};
 use super::rearranged::holds_same_values;
+use super::reason::UnpairedReason;
 use super::{consumers_of, Pairer};
 use super::{AGREES, ROUNDING};
 use crate::capture::CapturedValue;
@@ -86,9 +87,7 @@ impl Pairer<'_> {
             .collect();
         for t in relaid {
             self.state.unassign(t);
-            let reason = "a layout op whose arrangement ONNX merged into another layout op (the \
-                          data it passes on agrees where it is used)";
-            self.state.leave(t, reason.to_string(), true);
+            self.state.leave(t, UnpairedReason::RelaidLayout);
         }
     }
 

@@ -4,6 +4,7 @@
 //! no twin.
 
 use super::ops::{compatible, same_op_name, torch_families, vanishes_in_onnx};
+use super::reason::UnpairedReason;
 use super::scopes::key_path;
 use super::sibling_outputs::floats_first;
 use super::{align, relative_distance, same_shape, Pairer};
@@ -133,16 +134,20 @@ impl Pairer<'_> {
 
     /// Reasons for the values of a scoped group that found no twin in their scope.
     pub(super) fn explain_in_scope(&mut self, key: &str, t_ids: &[usize]) {
-        let otherwise = format!(
-            "no ONNX op of a compatible kind and shape in scope '{}'",
-            key_path(key)
-        );
-        self.explain_unpaired(key, t_ids, &otherwise);
+        let otherwise = UnpairedReason::NoCompatibleOnnxOp {
+            scope: key_path(key).to_string(),
+        };
+        self.explain_unpaired(key, t_ids, Some(otherwise));
     }
 
-    /// Gives every value of group `key` that found no ONNX twin its reason, and whether it
-    /// still counts as covered; `otherwise` is the reason when nothing explains it.
-    pub(super) fn explain_unpaired(&mut self, key: &str, t_ids: &[usize], otherwise: &str) {
+    /// Gives every value of group `key` that found no ONNX twin its reason; `otherwise` is
+    /// the reason when nothing explains it (`None`: such a value keeps what it had).
+    pub(super) fn explain_unpaired(
+        &mut self,
+        key: &str,
+        t_ids: &[usize],
+        otherwise: Option<UnpairedReason>,
+    ) {
         let call_compared = t_ids.iter().any(|&id| self.state.is_paired(id));
         for &id in t_ids {
             if self.state.is_paired(id) || self.state.is_identity(id) {
@@ -150,34 +155,27 @@ impl Pairer<'_> {
             }
             let op = &self.cx.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
-                ("identity in eval mode; ONNX drops it".to_string(), true)
+                UnpairedReason::VanishesInEval
             } else if op == "prim::Loop" {
                 // The body's values are observed per iteration and paired with the unrolled
                 // ONNX nodes; the loop's result is the last iteration's value.
-                (
-                    "a loop's result is its last iteration's value, compared inside the loop"
-                        .to_string(),
-                    true,
-                )
+                UnpairedReason::LoopResult
             } else if op == "prim::If" {
                 // Its producers are the taken branch's results, observed and paired in the
                 // branch; an exporter that folded the if has no node for it.
-                (
-                    "an if's result is its taken branch's value, compared inside the branch"
-                        .to_string(),
-                    true,
-                )
+                UnpairedReason::IfResult
             } else if self.cx.is_leaf_group(key) && call_compared {
-                (format!("internal to module {}", key_path(key)), true)
+                UnpairedReason::InternalToModule {
+                    module: key_path(key).to_string(),
+                }
             } else if torch_families(op).contains(&"layout") {
-                (
-                    "layout op without an ONNX twin (the exporter merged or folded it); it computes nothing to compare".to_string(),
-                    true,
-                )
+                UnpairedReason::LayoutWithoutTwin
+            } else if let Some(otherwise) = &otherwise {
+                otherwise.clone()
             } else {
-                (otherwise.to_string(), false)
+                continue;
             };
-            self.state.leave(id, reason.0, reason.1);
+            self.state.leave(id, reason);
         }
     }
 
@@ -201,19 +199,17 @@ impl Pairer<'_> {
         for id in open {
             let op = &self.cx.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
-                ("identity in eval mode; ONNX drops it".to_string(), true)
+                UnpairedReason::VanishesInEval
             } else if let Some(u) = in_subgraph {
-                (
-                    format!(
-                        "not compared: its ONNX twin is inside a control-flow subgraph (computed inside {}); only that node's result is compared",
-                        u.subgraph.as_deref().unwrap_or_default()
-                    ),
-                    false,
-                )
+                UnpairedReason::InControlFlowSubgraph {
+                    subgraph: u.subgraph.clone().unwrap_or_default(),
+                }
             } else {
-                (format!("no ONNX node carries the scope '{path}'"), false)
+                UnpairedReason::NoOnnxScope {
+                    scope: path.to_string(),
+                }
             };
-            self.state.leave(id, reason.0, reason.1);
+            self.state.leave(id, reason);
         }
     }
 }

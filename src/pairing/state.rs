@@ -8,6 +8,7 @@
 //! a pair's `paired_by` is the pass that last placed it by construction. Debug builds check
 //! the invariants (`check`) after every pass.
 
+use super::reason::UnpairedReason;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The `paired_by` of the graph inputs and outputs, paired by position before the passes.
@@ -31,9 +32,10 @@ pub(super) struct PairState {
     holder: HashMap<usize, usize>,
     /// ONNX values of the graph inputs and outputs: taken, though not layer pairs.
     boundary: HashSet<usize>,
-    /// TorchScript values left unpaired, with the reason and whether they still count as
-    /// covered (fused into a compared value, identity in eval mode, internal to a call).
-    reason: HashMap<usize, (String, bool)>,
+    /// TorchScript values left unpaired, with the reason (which says whether they still
+    /// count as covered: fused into a compared value, identity in eval mode, internal to a
+    /// call).
+    reason: HashMap<usize, UnpairedReason>,
     /// TorchScript values compared as part of a pair (the conv of a fused conv+bn).
     fused_into: HashMap<usize, Vec<usize>>,
     /// ONNX values inside a compared module call (a decomposition's first nodes, a loop's
@@ -165,24 +167,21 @@ impl PairState {
         self.undone.contains(&(t, o))
     }
 
-    /// Leaves TorchScript value `t` unpaired with `reason`; `covered` when it still counts
-    /// as compared (fused into a compared value, identity in eval mode).
-    pub fn leave(&mut self, t: usize, reason: impl Into<String>, covered: bool) {
-        self.reason.insert(t, (reason.into(), covered));
+    /// Leaves TorchScript value `t` unpaired with `reason`, which says whether it still
+    /// counts as compared (fused into a compared value, identity in eval mode).
+    pub fn leave(&mut self, t: usize, reason: UnpairedReason) {
+        self.reason.insert(t, reason);
     }
 
-    /// Every value left unpaired with its reason and whether it counts as covered, in
-    /// execution order.
-    pub fn reasons(&self) -> BTreeMap<usize, (&str, bool)> {
-        (self.reason.iter())
-            .map(|(&t, (r, covered))| (t, (r.as_str(), *covered)))
-            .collect()
+    /// Every value left unpaired with its reason, in execution order.
+    pub fn reasons(&self) -> BTreeMap<usize, &UnpairedReason> {
+        self.reason.iter().map(|(&t, r)| (t, r)).collect()
     }
 
     /// Whether TorchScript value `t` is left unpaired for a reason that still counts it as
     /// covered.
     pub fn accounted(&self, t: usize) -> bool {
-        self.reason.get(&t).is_some_and(|(_, accounted)| *accounted)
+        self.reason.get(&t).is_some_and(UnpairedReason::covered)
     }
 
     /// Marks layout value `t` as equal to its input: an alias, never aligned.

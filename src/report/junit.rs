@@ -12,7 +12,9 @@
 use super::format::{fmt_num, module_label};
 use super::{Format, Report};
 use crate::capture::tensor::format_shape;
+use crate::outcome::reference::Reference;
 use crate::outcome::{Gate, GateName, LayerResult, LayerStatus, Outcome};
+use crate::pairing::Unpaired;
 use anyhow::Result;
 use std::io::Write;
 
@@ -175,7 +177,7 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
         GateName::Coverage => (
             "align-check.coverage",
             format!("coverage of {} layers", outcome.reference.name()),
-            unpaired_lines(outcome),
+            unpaired_lines(&outcome.coverage.unpaired, outcome.reference),
         ),
         GateName::Baseline => (
             "align-check.baseline",
@@ -200,16 +202,14 @@ fn gate_case(outcome: &Outcome, gate: &Gate) -> Option<Case> {
 }
 
 /// TorchScript and ONNX values left unpaired that no rule accounts for, one a line.
-fn unpaired_lines(outcome: &Outcome) -> String {
-    outcome
-        .coverage
-        .unpaired
+fn unpaired_lines(unpaired: &[Unpaired], reference: Reference) -> String {
+    unpaired
         .iter()
         .filter(|u| !u.accounted)
         .map(|u| {
             format!(
                 "unpaired {} {} [{}] in {}: {}",
-                outcome.reference.side_label(u.side),
+                reference.side_label(u.side),
                 u.name,
                 u.op,
                 module_label(&u.module),
@@ -346,6 +346,47 @@ mod tests {
         assert_eq!(
             xml("<script>alert('1')</script> & \"x\"\u{1}"),
             "&lt;script&gt;alert(&apos;1&apos;)&lt;/script&gt; &amp; &quot;x&quot;\u{FFFD}"
+        );
+    }
+
+    #[test]
+    fn unaccounted_values_are_listed_with_their_reason_in_words() {
+        use crate::capture::Side;
+        use crate::outcome::reference::ReferenceFormat;
+        use crate::pairing::UnpairedReason;
+        let value = |side, name: &str, reason: UnpairedReason| Unpaired {
+            side,
+            id: 0,
+            name: name.into(),
+            op: "aten::mul".into(),
+            module: "blocks.0.norm".into(),
+            accounted: reason.covered(),
+            reason,
+        };
+        let unpaired = [
+            value(
+                Side::Torch,
+                "v7",
+                UnpairedReason::LacksBias {
+                    node: "/fc/MatMul".into(),
+                },
+            ),
+            value(Side::Torch, "v8", UnpairedReason::VanishesInEval),
+            value(
+                Side::Onnx,
+                "/x/Mul",
+                UnpairedReason::NoTorchCall {
+                    scope: "blocks.0.extra".into(),
+                },
+            ),
+        ];
+        let lines = unpaired_lines(&unpaired, Reference::new(ReferenceFormat::Torchscript));
+        assert_eq!(
+            lines,
+            "unpaired TorchScript v7 [aten::mul] in blocks.0.norm: its ONNX value /fc/MatMul \
+             lacks the bias, which a later node adds\n\
+             unpaired ONNX /x/Mul [aten::mul] in blocks.0.norm: scope 'blocks.0.extra' has no \
+             TorchScript module call to match"
         );
     }
 }

@@ -4,8 +4,11 @@
 //! `[reports]` key in align-check.toml and its writer, so adding a format is adding its file
 //! and its name to the `formats!` line below; the command line, the configuration file and
 //! the pipeline take it from there. The terminal table is a `Report` too, written to stdout
-//! after the files. Shared formatting lives in `format`. `summary` is the one writer that
-//! reads reports instead: many runs' JSON merged into one overview (`align-check summary`).
+//! after the files. Shared formatting lives in `format`; the sentence of every unpaired
+//! reason in `reasons`, the label of every tolerance rule in `tolerance_rules` (pairing and
+//! comparison hand over values; only the reports write them out). `summary` is the one
+//! writer that reads reports instead: many runs' JSON merged into one overview
+//! (`align-check summary`).
 //!
 //! Files are written to a temporary sibling and renamed into place, so an interrupted run
 //! never leaves half a report for CI to read.
@@ -13,8 +16,10 @@
 pub mod findings;
 pub mod format;
 pub mod narrative;
+pub mod reasons;
 pub mod summary;
 pub mod terminal;
+pub mod tolerance_rules;
 
 use crate::outcome::Outcome;
 use anyhow::{anyhow, Context, Result};

@@ -431,4 +431,27 @@ mod tests {
             "float16 overflow at blocks.12.fc: max |reference| 8.94e4 exceeds 65504"
         );
     }
+
+    #[test]
+    fn a_shared_producer_says_in_words_why_it_was_not_compared() {
+        let mut s = SharedProducer {
+            torch_value: "v5".into(),
+            torch_op: "aten::mul".into(),
+            module: "norm".into(),
+            reason: Some(crate::pairing::UnpairedReason::NoCompatibleOnnxOp {
+                scope: "norm".into(),
+            }),
+            origins: vec![3, 4],
+        };
+        assert_eq!(
+            shared_producer_clause(&s, &Tagged),
+            "; the suspect is what 2 of them read that was not compared: <norm> (aten::mul), \
+             not compared: no ONNX op of a compatible kind and shape in scope 'norm'"
+        );
+        s.reason = None;
+        assert_eq!(
+            shared_producer_clause(&s, &Tagged),
+            "; the suspect is what 2 of them read that was not compared: <norm> (aten::mul)"
+        );
+    }
 }

@@ -15,6 +15,7 @@ use super::narrative::{Headline, Narrative, Plain};
 use super::Report;
 use crate::capture::tensor::format_shape;
 use crate::outcome::{LayerResult, LayerStatus, Outcome, Verdict};
+use crate::pairing::Unpaired;
 use anyhow::Result;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -475,7 +476,12 @@ fn timing_and_unpaired(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()>
             String::new()
         }
     )?;
-    for u in outcome.coverage.unpaired.iter().filter(|u| !u.accounted) {
+    unpaired_lines(&outcome.coverage.unpaired, out)
+}
+
+/// Every unpaired value nothing accounts for, one a line, with its reason in words.
+fn unpaired_lines(unpaired: &[Unpaired], out: &mut dyn Write) -> io::Result<()> {
+    for u in unpaired.iter().filter(|u| !u.accounted) {
         writeln!(
             out,
             "unpaired {:?} {} [{}] in {}: {}",
@@ -487,4 +493,48 @@ fn timing_and_unpaired(outcome: &Outcome, out: &mut dyn Write) -> io::Result<()>
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::Side;
+    use crate::pairing::UnpairedReason;
+
+    #[test]
+    fn verbose_lists_only_unaccounted_values_with_their_reason_in_words() {
+        let value = |name: &str, reason: UnpairedReason| Unpaired {
+            side: Side::Torch,
+            id: 0,
+            name: name.into(),
+            op: "aten::linear".into(),
+            module: "blocks.0.fc".into(),
+            accounted: reason.covered(),
+            reason,
+        };
+        let unpaired = [
+            value(
+                "v3",
+                UnpairedReason::FusedIntoNode {
+                    node: "/fc/Gemm".into(),
+                    compared_after: "blocks.0.act".into(),
+                },
+            ),
+            value(
+                "v4",
+                UnpairedReason::InsideKeptControlFlow {
+                    op: "Loop".into(),
+                    node: "/Loop".into(),
+                },
+            ),
+        ];
+        let mut out = Vec::new();
+        unpaired_lines(&unpaired, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "unpaired Torch v4 [aten::linear] in blocks.0.fc: not compared: computed inside \
+             ONNX Loop node /Loop, which keeps its subgraph (coverage.uncapturable says why); \
+             only that node's result is compared\n"
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! covered layer (never more than the total).
 
 use crate::capture::{Capture, Side, ValueRole};
-use crate::pairing::Pairing;
+use crate::pairing::{Pairing, UnpairedReason};
 use std::collections::HashSet;
 
 /// Marks the qualifying unpaired TorchScript values accounted, with the reason, and counts
@@ -30,7 +30,7 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
         }
         let v = &torch.values[u.id];
         let reason = if !used.contains(&v.id) {
-            Some("no compared output is computed from it (the module's next state, or an output only TorchScript returns)".to_string())
+            Some(UnpairedReason::ReachesNoOutput)
         } else if !u.module.is_empty() {
             None
         } else {
@@ -43,16 +43,13 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
                             _ => false,
                         }
                 })
-                .map(|o| {
-                    format!(
-                        "prepares the input ONNX Runtime was given as '{}' (equal to it): the TorchScript module does that itself",
-                        o.name
-                    )
+                .map(|o| UnpairedReason::PreparesOnnxInput {
+                    input: o.name.clone(),
                 })
         };
         if let Some(reason) = reason {
+            u.accounted = reason.covered();
             u.reason = reason;
-            u.accounted = true;
             let c = &mut pairing.coverage;
             c.torch_layers_paired = (c.torch_layers_paired + 1).min(c.torch_layers_total);
         }

@@ -16,6 +16,7 @@
 //! agrees with no value, so it keeps its pair and fails where it is.
 
 use super::super::ops::{compatible, onnx_families, torch_families};
+use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::AGREES;
 use super::super::{is_layer_candidate, same_shape, Pairer};
@@ -124,14 +125,14 @@ impl Pairer<'_> {
         if let Some(other) = self.state.holder(c) {
             self.state.unassign(other);
             self.state.back_on_dataflow(other);
-            let reason = format!(
-                "its ONNX twin by order, {}, agrees with another value of its call",
-                self.cx.onnx.values[c].node
-            );
             // A layout op left without a twin computes nothing to compare (the optimiser
             // merged it into another); any other value counts as missing.
             let layout = torch_families(&self.cx.torch.values[other].op).contains(&"layout");
-            self.state.leave(other, reason, layout);
+            let reason = UnpairedReason::TwinAgreesElsewhere {
+                node: self.cx.onnx.values[c].node.clone(),
+                layout,
+            };
+            self.state.leave(other, reason);
         }
         self.state.back_on_dataflow(t);
         self.state.rebind(t, c, false);

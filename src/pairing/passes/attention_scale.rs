@@ -13,6 +13,7 @@
 //! attention it feeds disagrees, so it keeps its pair and fails.
 
 use super::super::ops::{torch_families, vanishes_in_onnx};
+use super::super::reason::UnpairedReason;
 use super::super::scale_factors::single_factor;
 use super::super::AGREES;
 use super::super::{consumers_of, Pairer};
@@ -50,11 +51,8 @@ impl Pairer<'_> {
         }
         for (t, k) in folded {
             self.state.unassign(t);
-            let reason = format!(
-                "ONNX holds it times {k:.4}, the scale of the attention it feeds, folded into \
-                 its weights by a simplifier (its data is compared at the attention's output)"
-            );
-            self.state.leave(t, reason, true);
+            self.state
+                .leave(t, UnpairedReason::AttentionScale { factor: k });
         }
     }
 

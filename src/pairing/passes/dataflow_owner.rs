@@ -17,6 +17,7 @@
 
 use super::super::fused_nodes::{nearest_consumer_twins, placement};
 use super::super::ops::compatible;
+use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::{consumers_of, same_shape, Pairer};
 use super::super::{PairCx, PairState};
@@ -35,11 +36,10 @@ impl Pairer<'_> {
             };
             self.state.unassign(t);
             self.state.back_on_dataflow(t);
-            let reason = format!(
-                "its ONNX twin by order, {}, follows the dataflow of another value of its call",
-                self.cx.onnx.values[o].node
-            );
-            self.state.leave(t, reason, false);
+            let reason = UnpairedReason::TwinFollowsOtherDataflow {
+                node: self.cx.onnx.values[o].node.clone(),
+            };
+            self.state.leave(t, reason);
             // The wiring leaves no other choice, but a node an optimiser added has no scope
             // of its own to vouch for it.
             let certain = self.cx.onnx.values[o].scope_recorded;

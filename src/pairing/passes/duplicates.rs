@@ -25,6 +25,7 @@
 //! fingerprints of `value_memo`, which read each value once.
 
 use super::super::merged_copies::weighted;
+use super::super::reason::UnpairedReason;
 use super::super::{is_layer_candidate, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -56,12 +57,11 @@ impl Pairer<'_> {
             }
         }
         for (t, original) in duplicates {
-            let reason = format!(
-                "computes what {} computes (the same op on the same inputs; a simplifier merges the two)",
-                tv[original].name
-            );
+            let reason = UnpairedReason::Duplicate {
+                original: tv[original].name.clone(),
+            };
             self.state.mark_identity(t);
-            self.state.leave(t, reason, true);
+            self.state.leave(t, reason);
         }
     }
 }

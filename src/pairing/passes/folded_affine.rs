@@ -13,6 +13,7 @@
 //! still fails: the node then matches no value of the chain.
 
 use super::super::ops::{onnx_families, torch_families, vanishes_in_onnx};
+use super::super::reason::UnpairedReason;
 use super::super::{constant_values, consumers_of, is_layer_candidate, same_shape, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -126,10 +127,10 @@ impl Pairer<'_> {
                 continue;
             }
             let v = chain[best];
-            let reason = format!(
-                "fused into ONNX node {} (compared after the constant {} it absorbed)",
-                ov[o].node, tv[v].op
-            );
+            let reason = UnpairedReason::FusedWithConstant {
+                node: ov[o].node.clone(),
+                constant_op: tv[v].op.clone(),
+            };
             self.move_down_chain(&chain[..=best], o, &reason, false);
         }
     }

@@ -15,6 +15,7 @@
 //! weights of their own are never unpaired here: a planted scale on their weights yields
 //! the same proportionality, and it is a fault.
 
+use super::super::reason::{ScaleFactor, UnpairedReason};
 use super::super::scale_factors::could_be_folded;
 use super::super::scale_factors::fitted_factors;
 use super::super::scale_factors::NOT_ONE;
@@ -43,15 +44,14 @@ impl Pairer<'_> {
             }
             self.state.unassign(t);
             let factor = match k[..] {
-                [k] => format!("times {k:.4}"),
-                _ => "times a factor per channel".to_string(),
+                [k] => ScaleFactor::Scalar(k),
+                _ => ScaleFactor::PerChannel,
             };
-            let reason = format!(
-                "ONNX holds it {factor}, folded into the weights of {} (its data is compared \
-                 where that node's output is)",
-                ov[readers_of[o][0]].node
-            );
-            self.state.leave(t, reason, true);
+            let reason = UnpairedReason::FoldedScale {
+                factor,
+                node: ov[readers_of[o][0]].node.clone(),
+            };
+            self.state.leave(t, reason);
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::super::fused_nodes::nearest_consumer_twins;
 use super::super::fused_nodes::Open;
+use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::{consumers_of, Pairer};
 use super::super::{PairCx, PairState};
@@ -36,8 +37,11 @@ impl Pairer<'_> {
             let one_fused_node = twins.iter().all(|&o| o == node) && !ov[node].scope_recorded;
             let producers = nearest_producer_twins(self.cx.torch, |u| self.twin(u), t);
             if one_fused_node && computed_from_all(ov, node, &producers) {
-                let reason = format!("fused into ONNX node {} ({})", ov[node].node, ov[node].op);
-                self.state.leave(t, reason, true);
+                let reason = UnpairedReason::FusedIntoConsumer {
+                    node: ov[node].node.clone(),
+                    op: ov[node].op.clone(),
+                };
+                self.state.leave(t, reason);
                 if module_output {
                     fused_calls.push((t, ov[node].node.clone()));
                 }
@@ -50,9 +54,11 @@ impl Pairer<'_> {
             let module = tv[t].module_path();
             for &id in ids {
                 if id != t && !self.state.is_paired(id) && !self.state.accounted(id) {
-                    let reason =
-                        format!("internal to module {module}, fused into ONNX node {node}");
-                    self.state.leave(id, reason, true);
+                    let reason = UnpairedReason::InternalToFusedModule {
+                        module: module.to_string(),
+                        node: node.clone(),
+                    };
+                    self.state.leave(id, reason);
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! inputs each value is computed from).
 
 use super::super::input_reach::input_marks;
+use super::super::reason::UnpairedReason;
 use super::super::scoped::kept;
 use super::super::{is_layer_candidate, Pair, Pairer};
 use super::super::{PairCx, PairState};
@@ -72,11 +73,7 @@ impl Pairer<'_> {
             .map(|(k, ids)| (k.clone(), ids.clone()))
             .collect();
         for (key, ids) in groups {
-            self.explain_unpaired(
-                &key,
-                &ids,
-                "the ONNX graph has no scopes and no compatible op in order",
-            );
+            self.explain_unpaired(&key, &ids, Some(UnpairedReason::NoScopesNoOrder));
         }
     }
 }

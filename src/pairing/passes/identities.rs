@@ -21,6 +21,7 @@
 //! attention scores) is real computation even where it happens to change nothing.
 
 use super::super::ops::aten_name;
+use super::super::reason::UnpairedReason;
 use super::super::{is_layer_candidate, relative_distance, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -41,12 +42,11 @@ impl Pairer<'_> {
             })
             .collect();
         for (t, input) in identities {
-            let reason = format!(
-                "equals its input {} (an identity the exporter drops)",
-                tv[input].name
-            );
+            let reason = UnpairedReason::Identity {
+                input: tv[input].name.clone(),
+            };
             self.state.mark_identity(t);
-            self.state.leave(t, reason, true);
+            self.state.leave(t, reason);
         }
     }
 }

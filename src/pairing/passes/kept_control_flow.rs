@@ -15,6 +15,7 @@
 //! functional ops of a loop body or branch (`x + 0.5 * y`), which have no scope to look up.
 
 use super::super::fused_nodes::nearest_consumer_twins;
+use super::super::reason::UnpairedReason;
 use super::super::{consumers_of, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -43,11 +44,11 @@ impl Pairer<'_> {
                 [node] if in_body || twins.iter().all(|&o| o == node) => node,
                 _ => continue,
             };
-            let reason = format!(
-                "not compared: computed inside ONNX {} node {}, which keeps its subgraph (coverage.uncapturable says why); only that node's result is compared",
-                ov[node].op, ov[node].node
-            );
-            self.state.leave(t, reason, false);
+            let reason = UnpairedReason::InsideKeptControlFlow {
+                op: ov[node].op.clone(),
+                node: ov[node].node.clone(),
+            };
+            self.state.leave(t, reason);
         }
     }
 }

@@ -18,7 +18,7 @@ impl Pairer<'_> {
             .map(|(k, ids)| (k.clone(), ids.clone()))
             .collect();
         for (key, ids) in groups {
-            self.explain_unpaired(&key, &ids, "");
+            self.explain_unpaired(&key, &ids, None);
         }
     }
 }

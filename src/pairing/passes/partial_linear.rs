@@ -2,6 +2,7 @@
 //! into a fused node) is unpaired; see `fused_nodes`.
 
 use super::super::fused_nodes::lacks_bias;
+use super::super::reason::UnpairedReason;
 use super::super::Pairer;
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -21,11 +22,10 @@ impl Pairer<'_> {
             .collect();
         for t in partial {
             let o = self.state.unassign(t).expect("paired");
-            let reason = format!(
-                "its ONNX value {} lacks the bias, which a later node adds",
-                ov[o].node
-            );
-            self.state.leave(t, reason, false);
+            let reason = UnpairedReason::LacksBias {
+                node: ov[o].node.clone(),
+            };
+            self.state.leave(t, reason);
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use super::super::ops::{compatible, torch_families};
 use super::super::rearranged::holds_same_values;
+use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::{is_layer_candidate, Pairer};
 use super::super::{PairCx, PairState};
@@ -49,13 +50,10 @@ impl Pairer<'_> {
                 if let Some(c) = self.relaid_twin(t, &o_ids, &relaid) {
                     self.state.unassign(t);
                     self.state.back_on_dataflow(t);
-                    let reason = format!(
-                        "ONNX computes it in another layout ({} holds its values with the dims \
-                         in another order, an optimiser moved a Transpose past it); its data is \
-                         compared where the layout is restored",
-                        self.cx.onnx.values[c].node
-                    );
-                    self.state.leave(t, reason, true);
+                    let reason = UnpairedReason::RelaidComputation {
+                        node: self.cx.onnx.values[c].node.clone(),
+                    };
+                    self.state.leave(t, reason);
                     relaid.insert(t, c);
                 }
             }

@@ -20,6 +20,7 @@
 
 use super::super::ops::{compatible, onnx_families};
 use super::super::permuted_axes::holds_permuted_axes;
+use super::super::reason::UnpairedReason;
 use super::super::relaid::{computes_nothing, nearest_paired};
 use super::super::Pairer;
 use super::super::{PairCx, PairState};
@@ -41,10 +42,7 @@ impl Pairer<'_> {
             .collect();
         for t in relaid {
             self.state.unassign(t);
-            let reason = "its output is held by ONNX only in another arrangement (a layout \
-                          node an optimiser merged; the data it passes on is compared where \
-                          it is used)";
-            self.state.leave(t, reason.to_string(), true);
+            self.state.leave(t, UnpairedReason::RelaidOutput);
         }
     }
 

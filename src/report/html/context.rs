@@ -13,6 +13,7 @@ use crate::outcome::reference::{Reference, ReferenceFormat};
 use super::charts;
 use super::tree::{module_tree, TreeItem};
 use crate::capture::tensor::format_shape;
+use crate::compare::tolerance_rule::ToleranceRule;
 use super::markup::Html;
 use crate::outcome::{
     Comparison, CoverageReport, Environment, Isolated, IsolationReport, LayerResult, Outcome,
@@ -269,7 +270,7 @@ fn seconds(s: f64) -> String {
 
 fn tolerance_view(t: &ToleranceInfo) -> ToleranceView {
     ToleranceView {
-        applies_to: t.applies_to.clone(),
+        applies_to: t.applies_to.to_string(),
         atol: fmt_num(t.atol),
         rtol: fmt_num(t.rtol),
     }
@@ -586,16 +587,23 @@ fn tolerances(outcome: &Outcome) -> (Vec<ToleranceView>, Vec<ToleranceView>) {
         .chain(outcome.outputs.iter().map(|o| &o.cmp))
         .flat_map(|c| [c.dtype.as_str(), c.onnx_dtype.as_str()])
         .collect();
-    let (relevant, other): (Vec<&ToleranceInfo>, Vec<&ToleranceInfo>) =
-        outcome.tolerances.iter().partition(|t| {
-            t.applies_to
-                .strip_prefix("default ")
-                .is_none_or(|dtype| dtypes.contains(dtype))
-        });
+    let (relevant, other): (Vec<&ToleranceInfo>, Vec<&ToleranceInfo>) = outcome
+        .tolerances
+        .iter()
+        .partition(|t| shown_up_front(&t.applies_to, &dtypes));
     (
         relevant.into_iter().map(tolerance_view).collect(),
         other.into_iter().map(tolerance_view).collect(),
     )
+}
+
+/// Whether `rule` is shown up front: every rule but the default of a dtype the run did not
+/// compare (`dtypes`, by name).
+fn shown_up_front(rule: &ToleranceRule, dtypes: &BTreeSet<&str>) -> bool {
+    match rule {
+        ToleranceRule::Default(dtype) => dtypes.contains(dtype.name()),
+        _ => true,
+    }
 }
 
 fn versions(e: &Environment) -> Vec<Fact> {
@@ -686,7 +694,7 @@ fn unpaired(c: &CoverageReport, reference: &Reference) -> Vec<UnpairedView> {
             name: u.name.clone(),
             op: u.op.clone(),
             module: module_label(&u.module).to_string(),
-            reason: u.reason.clone(),
+            reason: u.reason.to_string(),
             accounted: u.accounted,
         })
         .collect()
@@ -720,5 +728,55 @@ mod tests {
         assert_eq!(legend.len(), BANDS.len());
         assert_eq!(legend[7].colour, "c7");
         assert_eq!(legend[7].label, "≥ 1e-1");
+    }
+
+    #[test]
+    fn only_the_defaults_of_dtypes_the_run_compared_are_shown_up_front() {
+        use crate::capture::tensor::DType;
+        let compared: BTreeSet<&str> = ["float16"].into();
+        assert!(shown_up_front(&ToleranceRule::Default(DType::F16), &compared));
+        assert!(!shown_up_front(&ToleranceRule::Default(DType::I64), &compared));
+        let over = ToleranceRule::Override("layer4.*".into());
+        assert!(shown_up_front(&over, &compared));
+        assert!(shown_up_front(&ToleranceRule::Outputs(DType::I64), &compared));
+        let info = ToleranceInfo {
+            applies_to: ToleranceRule::Default(DType::F16),
+            atol: 1e-5,
+            rtol: 1e-2,
+        };
+        assert_eq!(tolerance_view(&info).applies_to, "default float16");
+    }
+
+    #[test]
+    fn unpaired_rows_carry_their_reason_in_words() {
+        use crate::capture::Side;
+        use crate::pairing::{Coverage, Unpaired, UnpairedReason};
+        let reason = UnpairedReason::Identity {
+            input: "v2".into(),
+        };
+        let coverage = CoverageReport {
+            counts: Coverage::default(),
+            torch_ratio: 1.0,
+            onnx_ratio: 1.0,
+            min_coverage: 0.0,
+            unpaired: vec![Unpaired {
+                side: Side::Torch,
+                id: 3,
+                name: "v3".into(),
+                op: "aten::slice".into(),
+                module: String::new(),
+                accounted: reason.covered(),
+                reason,
+            }],
+            uncapturable: vec![],
+            steered_control_flow: Default::default(),
+        };
+        let rows = unpaired(&coverage, &Reference::new(ReferenceFormat::Pt2));
+        assert_eq!(rows[0].side, "ExportedProgram");
+        assert_eq!(
+            rows[0].reason,
+            "equals its input v2 (an identity the exporter drops)"
+        );
+        assert!(rows[0].accounted);
     }
 }
