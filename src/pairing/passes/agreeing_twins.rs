@@ -15,7 +15,7 @@
 //! with it closely; the value that held it is left open for the passes after. A real fault
 //! agrees with no value, so it keeps its pair and fails where it is.
 
-use super::super::ops::{compatible, onnx_families, torch_families};
+use super::super::ops::{compatible, onnx_families, torch_families, Family};
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::AGREES;
 use super::super::{is_layer_candidate, same_shape, Pairer};
@@ -34,7 +34,7 @@ fn data_inputs(ov: &[CapturedValue], o: usize) -> Vec<usize> {
 }
 
 fn is_layout(ov: &[CapturedValue], o: usize) -> bool {
-    onnx_families(&ov[o].op).contains(&"layout")
+    onnx_families(&ov[o].op).contains(Family::Layout)
 }
 
 impl Pairer<'_> {
@@ -130,7 +130,7 @@ impl Pairer<'_> {
             );
             // A layout op left without a twin computes nothing to compare (the optimiser
             // merged it into another); any other value counts as missing.
-            let layout = torch_families(&self.cx.torch.values[other].op).contains(&"layout");
+            let layout = torch_families(&self.cx.torch.values[other].op).contains(Family::Layout);
             self.state.leave(other, reason, layout);
         }
         self.state.back_on_dataflow(t);
