@@ -1,9 +1,9 @@
 //! The shape of the code, checked on its own source: each top-level module imports only the
 //! modules below it in `LAYERS` (the order `lib.rs` describes), no two files of one folder
 //! import each other round a cycle, no pairing pass reaches into another (each pass file
-//! imports no other pass file and exposes nothing but its pass), no function runs over 80 lines
-//! without a comment saying why, and no `too_many_arguments` allowance hides a long
-//! parameter list. Test code (`#[cfg(test)]` items) is left out: a test may borrow another
+//! imports no other pass file and exposes nothing but its pass), no file of `src/pairing/` but
+//! the op table spells an op, no function runs over 80 lines without a comment saying why,
+//! and no `too_many_arguments` allowance hides a long parameter list. Test code (`#[cfg(test)]` items) is left out: a test may borrow another
 //! module's fixtures. These read `src/` as text, so they run with the unit tests, in
 //! milliseconds, without libtorch.
 
@@ -62,6 +62,12 @@ fn all_files() -> Vec<PathBuf> {
 /// `text` with comments, string and char literals blanked to spaces (newlines kept), so
 /// that what remains is code whose braces and paths can be counted.
 fn code_only(text: &str) -> String {
+    blank_literals(text, &mut Vec::new())
+}
+
+/// `code_only`, and each string literal's text (escapes as written) with the offset of its
+/// opening quote in the code returned, into `literals`.
+fn blank_literals(text: &str, literals: &mut Vec<(usize, String)>) -> String {
     let c: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let blank = |ch: char| if ch == '\n' { '\n' } else { ' ' };
@@ -95,11 +101,16 @@ fn code_only(text: &str) -> String {
                 end += 1;
             }
             let stop = (end + hashes + 1).min(c.len());
+            literals.push((
+                out.len() + j - i,
+                c[j + 1..end.min(c.len())].iter().collect(),
+            ));
             for &ch in &c[i..stop] {
                 out.push(blank(ch));
             }
             i = stop;
         } else if c[i] == '"' {
+            let (at, start) = (out.len(), i + 1);
             out.push(' ');
             i += 1;
             while i < c.len() && c[i] != '"' {
@@ -112,6 +123,7 @@ fn code_only(text: &str) -> String {
                     i += 1;
                 }
             }
+            literals.push((at, c[start..i.min(c.len())].iter().collect()));
             out.push(' ');
             i += 1;
         } else if c[i] == '\'' && next == Some('\\') {
@@ -166,18 +178,28 @@ fn item_end(code: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// The byte ranges of the `#[cfg(test)]` items of `code`.
+fn test_items(code: &str) -> Vec<std::ops::RangeInclusive<usize>> {
+    let bytes = code.as_bytes();
+    let mut items = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("#[cfg(test)]").map(|k| k + from) {
+        let end = item_end(bytes, k).unwrap_or(bytes.len() - 1);
+        items.push(k..=end);
+        from = end + 1;
+    }
+    items
+}
+
 /// `code` with every `#[cfg(test)]` item blanked.
 fn without_tests(code: &str) -> String {
     let mut bytes = code.as_bytes().to_vec();
-    let mut from = 0;
-    while let Some(k) = code[from..].find("#[cfg(test)]").map(|k| k + from) {
-        let end = item_end(&bytes, k).unwrap_or(bytes.len() - 1);
-        for b in &mut bytes[k..=end] {
+    for item in test_items(code) {
+        for b in &mut bytes[item] {
             if *b != b'\n' {
                 *b = b' ';
             }
         }
-        from = end + 1;
     }
     String::from_utf8(bytes).expect("blanking keeps UTF-8")
 }
@@ -375,6 +397,73 @@ fn a_pass_reaching_its_folder_is_seen() {
     let code = "use super::super::wiring::x;\nuse super::Pass;\nuse super::fusion::y;\n";
     // The first `super::` of `super::super::` leaves the folder.
     assert_eq!(own_folder_paths(code), ["super", "Pass", "fusion"]);
+}
+
+/// The one file of `src/pairing/` that spells ops; every other file asks it.
+const OP_TABLE: &str = "pairing/ops/table.rs";
+
+/// The string literals of the non-test code of `text`, with their lines.
+fn production_literals(text: &str) -> Vec<(usize, String)> {
+    let mut literals = Vec::new();
+    let code = blank_literals(text, &mut literals);
+    let tests = test_items(&code);
+    literals
+        .into_iter()
+        .filter(|(at, _)| !tests.iter().any(|item| item.contains(at)))
+        .map(|(at, s)| (code[..at].matches('\n').count() + 1, s))
+        .collect()
+}
+
+/// The literals of `text`'s non-test code that spell an op: they open with an op namespace
+/// or domain, or are a spelling of the op table.
+fn op_spellings(text: &str, table: &[&str]) -> Vec<(usize, String)> {
+    const NAMESPACES: &[&str] = &["aten::", "prim::", "onnx::", "com.microsoft::"];
+    production_literals(text)
+        .into_iter()
+        .filter(|(_, s)| NAMESPACES.iter().any(|n| s.starts_with(n)) || table.contains(&s.as_str()))
+        .collect()
+}
+
+#[test]
+fn only_the_op_table_spells_ops() {
+    let table = crate::pairing::ops::table_spellings();
+    assert!(
+        table.len() > 200,
+        "the table lists only {} spellings",
+        table.len()
+    );
+    let mut files = Vec::new();
+    rust_files(&src().join("pairing"), &mut files);
+    assert!(files.len() > 50, "found only {} pairing files", files.len());
+    let mut offences = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(src()).expect("under src");
+        // `tests.rs` is a test module (`#[cfg(test)] mod tests;`), and so is what lies in its
+        // folder (`tests/graphs.rs`): hand-built graphs spell ops.
+        let test_module =
+            rel.ends_with("tests.rs") || rel.parent().is_some_and(|d| d.ends_with("tests"));
+        if rel == Path::new(OP_TABLE) || test_module {
+            continue;
+        }
+        let text = fs::read_to_string(&path).expect("readable");
+        for (line, literal) in op_spellings(&text, &table) {
+            offences.push(format!("{}:{line} spells {literal:?}", rel.display()));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "ops spelled outside {OP_TABLE} (ask the op table instead):\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn op_spellings_are_seen_in_code_and_not_in_tests() {
+    let text = "fn a(op: &str) -> bool {\n    // \"Relu\" in a comment\n    op == \"Relu\" || op.starts_with(r#\"aten::\"#)\n}\nfn b() -> &'static str { \"not an op\" }\n#[cfg(test)]\nmod tests {\n    const OP: &str = \"prim::Loop\";\n}\n";
+    assert_eq!(
+        op_spellings(text, &["Relu", "Conv"]),
+        [(3, "Relu".to_string()), (3, "aten::".to_string())]
+    );
 }
 
 /// A cycle in `graph`, as the names round it, if there is one.

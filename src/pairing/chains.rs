@@ -11,7 +11,7 @@
 //! folded into a node that alone held the first module's scope have no ONNX node of their
 //! own anywhere (`folded_without_a_trace`).
 
-use super::ops::{aten_name, folds_into_conv};
+use super::ops::{folds_into_conv, torch_kind, OpKind};
 use super::reason::UnpairedReason;
 use super::scopes::key_path;
 use super::{same_shape, Pairer};
@@ -26,10 +26,7 @@ const DOUBTFUL: f64 = 1e-2;
 /// Elementwise activations a node may compute after its own op (ONNX Runtime's FusedConv
 /// takes Relu, Sigmoid, Tanh, LeakyRelu, Clip and HardSigmoid).
 fn is_activation(torch_op: &str) -> bool {
-    matches!(
-        aten_name(torch_op),
-        "relu" | "sigmoid" | "tanh" | "leaky_relu" | "clamp" | "hardtanh" | "hardsigmoid"
-    )
+    torch_kind(torch_op).is_some_and(OpKind::is_fusable_activation)
 }
 
 impl Pairer<'_> {

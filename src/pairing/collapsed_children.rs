@@ -9,20 +9,26 @@
 //! scopes and no TorchScript call matched the parent's: the whole container went unpaired, and
 //! a fault inside it first showed at the next op outside (blamed on the wrong layer).
 //!
-//! An ONNX call with nothing under it, whose TorchScript counterpart is split into child calls
-//! that no ONNX key names, is one call on both sides: the children's values take the parent's
-//! key, and the passes pair them by kind, shape and order inside it as in any call. Each value
-//! keeps its own module path for the reports. Only TorchScript keys change, and only under an
-//! ONNX key with no key of its own below it, so a graph whose ONNX side names the children
-//! (every other export) is untouched.
+//! An ONNX call with nothing under it, all of whose values the exporter itself scoped to it,
+//! and whose TorchScript counterpart is split into child calls that no ONNX key names, is one
+//! call on both sides: the children's values take the parent's key, and the passes pair them
+//! by kind, shape and order inside it as in any call. Each value keeps its own module path for
+//! the reports. Only TorchScript keys change, and only under an ONNX key with no key of its
+//! own below it, so a graph whose ONNX side names the children (every other export) is
+//! untouched. A call that holds values of no recorded scope (an optimiser's merged projection
+//! split into pieces, which join the call they feed) is not a collapsed container: the
+//! children's nodes are there, merged, and the passes that follow such merges place them.
 
 use super::scopes::GroupKey;
+use crate::capture::CapturedValue;
 use std::collections::HashSet;
 
-/// Re-keys each TorchScript value whose call lies under an ONNX call that has no ONNX call
-/// below it onto that ONNX call; returns how many values changed.
+/// Re-keys each TorchScript value whose call lies under a collapsed ONNX call (no ONNX call
+/// below it, every value of it scoped by the exporter) onto that call; returns how many
+/// values changed.
 pub fn fold_into_collapsed_parents(
     torch_keys: &mut [Option<GroupKey>],
+    onnx_values: &[CapturedValue],
     onnx_keys: &[Option<GroupKey>],
 ) -> usize {
     let onnx: HashSet<&str> = onnx_keys.iter().flatten().map(String::as_str).collect();
@@ -30,10 +36,14 @@ pub fn fold_into_collapsed_parents(
         let prefix = format!("{key}/");
         onnx.iter().any(|k| k.starts_with(&prefix))
     };
+    let unrecorded: HashSet<&str> = (onnx_values.iter().zip(onnx_keys))
+        .filter(|(v, _)| !v.scope_recorded)
+        .filter_map(|(_, k)| k.as_deref())
+        .collect();
     // Longest first: a collapsed parent inside another collapsed parent takes its own
     // children before the outer one would take them all.
     let mut collapsed: Vec<&str> = (onnx.iter().copied())
-        .filter(|k| !has_onnx_below(k))
+        .filter(|k| !has_onnx_below(k) && !unrecorded.contains(k))
         .collect();
     collapsed.sort_by_key(|k| std::cmp::Reverse(k.len()));
     let mut changed = 0;
@@ -56,6 +66,13 @@ pub fn fold_into_collapsed_parents(
 mod tests {
     use super::*;
 
+    /// ONNX values scoped by the exporter, one per key.
+    fn scoped(keys: &[Option<GroupKey>]) -> Vec<CapturedValue> {
+        (0..keys.len())
+            .map(|id| crate::pairing::export_order::tests::value(id, "/n", "Add", &[]))
+            .collect()
+    }
+
     fn keys(ks: &[&str]) -> Vec<Option<GroupKey>> {
         ks.iter()
             .map(|k| (!k.is_empty()).then(|| k.to_string()))
@@ -72,11 +89,19 @@ mod tests {
             "",
         ]);
         let onnx = keys(&["encoder#0", "encoder#0", "encoder#0", "cell#0"]);
-        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 3);
+        let folded = torch.clone();
+        let mut values = scoped(&onnx);
+        assert_eq!(fold_into_collapsed_parents(&mut torch, &values, &onnx), 3);
         assert_eq!(
             torch,
             keys(&["encoder#0", "encoder#0", "encoder#0", "cell#0", ""])
         );
+        // A value of no recorded scope in the call (an optimiser's piece of a merged
+        // projection, keyed by the call it feeds): the children's nodes are merged, not
+        // collapsed.
+        let mut torch = folded;
+        values[1].scope_recorded = false;
+        assert_eq!(fold_into_collapsed_parents(&mut torch, &values, &onnx), 0);
     }
 
     #[test]
@@ -86,11 +111,17 @@ mod tests {
         // is no sign of a collapsed container.
         let mut torch = keys(&["block#0/block.conv#0", "block#0/block.act#0", "block#0"]);
         let onnx = keys(&["block#0/block.conv#0", "block#0"]);
-        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 0);
+        assert_eq!(
+            fold_into_collapsed_parents(&mut torch, &scoped(&onnx), &onnx),
+            0
+        );
         // A key that only shares its first characters is no child: `encoder#10/..` is not
         // under `encoder#1`.
         let mut torch = keys(&["encoder#10/encoder.0#0"]);
         let onnx = keys(&["encoder#1"]);
-        assert_eq!(fold_into_collapsed_parents(&mut torch, &onnx), 0);
+        assert_eq!(
+            fold_into_collapsed_parents(&mut torch, &scoped(&onnx), &onnx),
+            0
+        );
     }
 }

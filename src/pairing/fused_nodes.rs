@@ -18,7 +18,8 @@
 //!
 //! Only scope-less ONNX values are candidates, so values still never pair across scopes.
 
-use super::ops::compatible;
+use super::ops::{compatible, in_runtime_domain, onnx_families, onnx_kind, torch_families};
+use super::ops::{Family, OpKind};
 use super::wiring::computed_from_all;
 use super::{is_layer_candidate, relative_distance, Pairer};
 use crate::capture::tensor::{DType, HostTensor};
@@ -41,7 +42,7 @@ pub(super) struct Open {
 /// that TorchScript computes as pow, mean, add, rsqrt, mul, mul), so their op names say
 /// nothing of the fusion; what the module computes does.
 fn normalises_what_it_reduces(tv: &[CapturedValue], t: usize, op: &str) -> bool {
-    if !super::ops::onnx_families(op).contains(&"norm") {
+    if !onnx_families(op).contains(Family::Norm) {
         return false;
     }
     let module = tv[t].module_path();
@@ -51,7 +52,7 @@ fn normalises_what_it_reduces(tv: &[CapturedValue], t: usize, op: &str) -> bool 
         if !seen.insert(u) {
             continue;
         }
-        if super::ops::torch_families(&tv[u].op).contains(&"reduce") {
+        if torch_families(&tv[u].op).contains(Family::Reduce) {
             return true;
         }
         stack.extend(
@@ -106,7 +107,7 @@ fn rounding_of(dtype: DType) -> f64 {
 /// adds none) that differs from it by one vector on every row. `t` may be a Linear, or a
 /// module whose output is a view of its `addmm` (GPT-2's Conv1D).
 pub(super) fn lacks_bias(t: &CapturedValue, o: &CapturedValue) -> bool {
-    if o.op != "MatMul" {
+    if onnx_kind(&o.op) != Some(OpKind::MatMul) {
         return false;
     }
     let (Ok(reference), Ok(test)) = (t.data(), o.data()) else {
@@ -173,11 +174,10 @@ pub(super) fn computes_whole_module(
 ) -> bool {
     // A whole module under another op is what a fused node computes (a GELU module ends in a
     // Mul, ONNX Runtime's node is a Gelu; its RMSNorm fusion is written in the default domain).
-    let fused_module =
-        ov[c].op.starts_with("com.microsoft::") || normalises_what_it_reduces(tv, t, &ov[c].op);
+    let fused_module = in_runtime_domain(&ov[c].op) || normalises_what_it_reduces(tv, t, &ov[c].op);
     // A simplifier merges the projections that read one input (a query's, key's and value's
     // Linear) into one MatMul and a Split: each piece of the Split is one module's output.
-    let merged_piece = ov[c].op == "Split"
+    let merged_piece = onnx_kind(&ov[c].op) == Some(OpKind::Split)
         && ov[c].inputs.iter().any(|&d| {
             d < ov.len() && is_layer_candidate(&ov[d]) && compatible(&tv[kind_of].op, &ov[d].op)
         });

@@ -4,6 +4,7 @@
 //! (`merged_copy_of`, `mark_merged_copy`), which the dataflow check settles after the
 //! alignment.
 
+use super::ops::{Families, Family};
 use super::reason::UnpairedReason;
 use super::wiring::{computed_from_all, nearest_producer_twins};
 use super::{is_layer_candidate, ops, same_shape, Pairer};
@@ -81,9 +82,7 @@ impl Pairer<'_> {
 /// Ops that apply weights (a Conv, a Linear, a norm): two of them on one input are two
 /// layers, each with weights of its own that a fault can change, whatever they hold here.
 pub(super) fn weighted(op: &str) -> bool {
-    ops::torch_families(op)
-        .iter()
-        .any(|f| matches!(*f, "conv" | "matmul" | "norm"))
+    ops::torch_families(op).meets(Families::of(&[Family::Conv, Family::MatMul, Family::Norm]))
 }
 
 impl Pairer<'_> {

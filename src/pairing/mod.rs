@@ -55,7 +55,7 @@ use crate::capture::{Capture, CapturedValue, ValueRole};
 use anyhow::{bail, Result};
 use context::PairCx;
 use lanes::{for_each_lane, max_of, LANES};
-use ops::{compatible, is_bookkeeping, vanishes_in_onnx};
+use ops::{compatible, is_bookkeeping, vanishes_in_onnx, Family};
 pub use reason::{ScaleFactor, UnpairedReason};
 use scopes::GroupKey;
 use serde::Serialize;
@@ -372,7 +372,7 @@ impl<'a> Pairer<'a> {
                 let computing = ids
                     .iter()
                     .rev()
-                    .find(|&&id| !ops::torch_families(&tv[id].op).contains(&"layout"))
+                    .find(|&&id| !ops::torch_families(&tv[id].op).contains(Family::Layout))
                     .copied();
                 self.representatives(k, ids)
                     .into_iter()

@@ -9,7 +9,7 @@
 //! (the softmax) still has its ONNX twin, of the same kind and shape, in the call's scope;
 //! comparing it compares the module's computation.
 
-use super::ops::{compatible, torch_families, vanishes_in_onnx};
+use super::ops::{compatible, torch_families, vanishes_in_onnx, Family};
 use super::{same_shape, Pairer};
 
 impl Pairer<'_> {
@@ -18,7 +18,7 @@ impl Pairer<'_> {
     /// computing value when an ONNX value of the call has its kind and shape.
     pub(super) fn computing_stand_in(&self, t: usize, t_ids: &[usize], o_ids: &[usize]) -> usize {
         let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
-        let layout = |id: usize| torch_families(&tv[id].op).contains(&"layout");
+        let layout = |id: usize| torch_families(&tv[id].op).contains(Family::Layout);
         if !layout(t) || o_ids.iter().any(|&o| same_shape(&tv[t], &ov[o])) {
             return t;
         }

@@ -9,7 +9,7 @@
 //! of that name, the TorchScript op each node comes from (`torch_places`).
 
 use super::is_layer_candidate;
-use super::ops::same_op_name;
+use super::ops::{bare_name, same_op_name};
 use super::scopes::GroupKey;
 use crate::capture::CapturedValue;
 use std::collections::{BTreeMap, HashSet};
@@ -27,7 +27,7 @@ pub(super) fn numbered<'v>(
     v: &'v CapturedValue,
     words: &[String],
 ) -> Option<(&'v str, &'v str, usize)> {
-    let op = v.op.rsplit("::").next().unwrap_or(&v.op);
+    let op = bare_name(&v.op);
     let (base, number) = match v.node.rsplit_once('_') {
         Some((base, digits))
             if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
@@ -55,7 +55,7 @@ pub(super) fn torch_words(torch: &[CapturedValue]) -> Vec<String> {
     let mut words: Vec<String> = torch
         .iter()
         .map(|v| {
-            let bare = v.op.rsplit("::").next().unwrap_or(&v.op);
+            let bare = bare_name(&v.op);
             bare.strip_suffix('_')
                 .unwrap_or(bare)
                 .trim_start_matches('_')

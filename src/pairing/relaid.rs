@@ -16,7 +16,7 @@
 //! permutation in the export is not hidden: the values it feeds disagree, and the first of
 //! them fails.
 
-use super::ops::{is_bookkeeping, onnx_families, torch_families, vanishes_in_onnx};
+use super::ops::{is_bookkeeping, onnx_families, torch_families, vanishes_in_onnx, Family};
 use super::rearranged::holds_same_values;
 use super::reason::UnpairedReason;
 use super::{consumers_of, Pairer};
@@ -56,11 +56,11 @@ pub(super) fn nearest_paired(
 /// Whether TorchScript value `t` computes no data: a layout op, one that vanishes from ONNX
 /// (an identity in eval mode), or shape bookkeeping (the sizes a reshape reads).
 pub(super) fn computes_nothing(t: &CapturedValue) -> bool {
-    torch_families(&t.op) == ["layout"] || vanishes_in_onnx(&t.op) || is_bookkeeping(t)
+    torch_families(&t.op).is_only(Family::Layout) || vanishes_in_onnx(&t.op) || is_bookkeeping(t)
 }
 
 fn is_layout(t: &CapturedValue, o: &CapturedValue) -> bool {
-    torch_families(&t.op) == ["layout"] && onnx_families(&o.op).contains(&"layout")
+    torch_families(&t.op).is_only(Family::Layout) && onnx_families(&o.op).contains(Family::Layout)
 }
 
 impl Pairer<'_> {

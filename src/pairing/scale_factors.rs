@@ -3,7 +3,7 @@
 //! `folded_scale` and `attention_scale` passes.
 
 use super::lanes::{for_each_lane, max_of, LANES};
-use super::ops::onnx_families;
+use super::ops::{onnx_families, Families, Family};
 use super::wide_scan;
 use super::Pairer;
 use crate::capture::tensor::{HostTensor, TensorData};
@@ -16,8 +16,8 @@ pub(super) const NOT_ONE: f64 = 1e-3;
 /// taken as exact (float32 rounding through a decomposition).
 const EXACT: f64 = 1e-4;
 
-fn families_include(onnx_op: &str, wanted: &[&str]) -> bool {
-    onnx_families(onnx_op).iter().any(|f| wanted.contains(f))
+fn families_include(onnx_op: &str, wanted: &[Family]) -> bool {
+    onnx_families(onnx_op).meets(Families::of(wanted))
 }
 
 /// Fewer elements per channel than this say nothing about a factor per channel.
@@ -152,11 +152,11 @@ pub(super) fn single_factor(test: &HostTensor, reference: &HostTensor) -> Option
 /// input, the last dim of a MatMul's or Gemm's, and of a Mul's (a 1-D constant broadcasts
 /// along the last dim).
 fn weighted_axis(readers: &[&str], rank: usize) -> Option<usize> {
-    if readers.iter().all(|r| families_include(r, &["conv"])) {
+    if readers.iter().all(|r| families_include(r, &[Family::Conv])) {
         (rank >= 2).then_some(1)
     } else if readers
         .iter()
-        .all(|r| families_include(r, &["matmul", "mul"]))
+        .all(|r| families_include(r, &[Family::MatMul, Family::Mul]))
     {
         rank.checked_sub(1)
     } else {
@@ -170,10 +170,10 @@ impl Pairer<'_> {}
 /// computed with weights, and every reader is a Conv, MatMul or Mul whose other operands
 /// are constants (an attention's MatMul of two activations absorbs nothing).
 pub(super) fn could_be_folded(ov: &[CapturedValue], o: usize, readers: &[usize]) -> bool {
-    !families_include(&ov[o].op, &["conv", "matmul", "norm"])
+    !families_include(&ov[o].op, &[Family::Conv, Family::MatMul, Family::Norm])
         && !readers.is_empty()
         && readers.iter().all(|&r| {
-            families_include(&ov[r].op, &["conv", "matmul", "mul"])
+            families_include(&ov[r].op, &[Family::Conv, Family::MatMul, Family::Mul])
                 && ov[r].inputs.iter().all(|&i| {
                     i == o || (ov[i].role == ValueRole::Intermediate && ov[i].inputs.is_empty())
                 })

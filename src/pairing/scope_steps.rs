@@ -86,7 +86,8 @@ pub(super) const SCOPE_STEPS: &[ScopeStep] = &[
     ScopeStep {
         name: "collapsed_children",
         run: |w| {
-            collapsed_children::fold_into_collapsed_parents(&mut w.torch_keys, &w.onnx_keys);
+            let onnx = w.onnx_scopes.as_deref().unwrap_or(&w.onnx.values);
+            collapsed_children::fold_into_collapsed_parents(&mut w.torch_keys, onnx, &w.onnx_keys);
         },
     },
     // The calls of both sides as groups of values.

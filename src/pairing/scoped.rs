@@ -3,7 +3,8 @@
 //! the groups of functional ops, and the reasons given to the values of a call that found
 //! no twin.
 
-use super::ops::{compatible, same_op_name, torch_families, vanishes_in_onnx};
+use super::ops::{compatible, same_op_name, torch_families, torch_kind, vanishes_in_onnx};
+use super::ops::{Family, OpKind};
 use super::reason::UnpairedReason;
 use super::scopes::key_path;
 use super::sibling_outputs::floats_first;
@@ -99,7 +100,7 @@ impl Pairer<'_> {
     /// something (layout ops commute and repeat, one Transpose looks like another).
     pub(super) fn placed_by_scope(&self, t: usize, o: usize) -> bool {
         self.cx.onnx.values[o].scope_recorded
-            && !torch_families(&self.cx.torch.values[t].op).contains(&"layout")
+            && !torch_families(&self.cx.torch.values[t].op).contains(Family::Layout)
     }
 
     /// The candidate (index into `o_ids`) whose value is closest to TorchScript value `t`,
@@ -156,11 +157,11 @@ impl Pairer<'_> {
             let op = &self.cx.torch.values[id].op;
             let reason = if vanishes_in_onnx(op) {
                 UnpairedReason::VanishesInEval
-            } else if op == "prim::Loop" {
+            } else if torch_kind(op) == Some(OpKind::Loop) {
                 // The body's values are observed per iteration and paired with the unrolled
                 // ONNX nodes; the loop's result is the last iteration's value.
                 UnpairedReason::LoopResult
-            } else if op == "prim::If" {
+            } else if torch_kind(op) == Some(OpKind::If) {
                 // Its producers are the taken branch's results, observed and paired in the
                 // branch; an exporter that folded the if has no node for it.
                 UnpairedReason::IfResult
@@ -168,7 +169,7 @@ impl Pairer<'_> {
                 UnpairedReason::InternalToModule {
                     module: key_path(key).to_string(),
                 }
-            } else if torch_families(op).contains(&"layout") {
+            } else if torch_families(op).contains(Family::Layout) {
                 UnpairedReason::LayoutWithoutTwin
             } else if let Some(otherwise) = &otherwise {
                 otherwise.clone()

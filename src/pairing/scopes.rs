@@ -9,6 +9,7 @@
 //! interleaved with another branch's.
 
 use super::legacy_names::legacy_number;
+use super::ops::in_runtime_domain;
 use crate::capture::{CapturedValue, ScopeLevel};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -124,7 +125,7 @@ pub fn assign_keys(
             // Runtime's fused ops join none: they span modules by design (a Linear's bias,
             // the residual Add and the LayerNorm in one SkipLayerNormalization), and the
             // dataflow places them (`fused_nodes`).
-            if !v.op.starts_with("com.microsoft::") {
+            if !in_runtime_domain(&v.op) {
                 unknown.push(keys.len());
             }
             keys.push(None);

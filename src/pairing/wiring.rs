@@ -3,6 +3,7 @@
 //! value is computed from all of them (`computed_from_all`), and the choice of the closest
 //! ONNX value among those that keep the wiring.
 
+use super::ops::{torch_kind, OpKind};
 use super::{compatible, is_layer_candidate, same_shape, Pairer};
 use crate::capture::tensor::DType;
 use crate::capture::{Capture, CapturedValue};
@@ -53,8 +54,8 @@ pub(super) fn nearest_producer_twins(
     };
     let inputs_of = |u: usize| -> Vec<usize> {
         let inputs = torch.element_inputs.get(&u).unwrap_or(&tv[u].inputs);
-        match tv[u].op.as_str() {
-            "prim::If" => inputs
+        match torch_kind(&tv[u].op) {
+            Some(OpKind::If) => inputs
                 .iter()
                 .copied()
                 .filter(|p| !is_condition(p))

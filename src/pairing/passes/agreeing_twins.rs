@@ -15,7 +15,7 @@
 //! with it closely; the value that held it is left open for the passes after. A real fault
 //! agrees with no value, so it keeps its pair and fails where it is.
 
-use super::super::ops::{compatible, onnx_families, torch_families};
+use super::super::ops::{compatible, onnx_families, torch_families, Family};
 use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::AGREES;
@@ -35,7 +35,7 @@ fn data_inputs(ov: &[CapturedValue], o: usize) -> Vec<usize> {
 }
 
 fn is_layout(ov: &[CapturedValue], o: usize) -> bool {
-    onnx_families(&ov[o].op).contains(&"layout")
+    onnx_families(&ov[o].op).contains(Family::Layout)
 }
 
 impl Pairer<'_> {
@@ -127,7 +127,7 @@ impl Pairer<'_> {
             self.state.back_on_dataflow(other);
             // A layout op left without a twin computes nothing to compare (the optimiser
             // merged it into another); any other value counts as missing.
-            let layout = torch_families(&self.cx.torch.values[other].op).contains(&"layout");
+            let layout = torch_families(&self.cx.torch.values[other].op).contains(Family::Layout);
             let reason = UnpairedReason::TwinAgreesElsewhere {
                 node: self.cx.onnx.values[c].node.clone(),
                 layout,

@@ -12,16 +12,13 @@
 //! fault planted on the projection scales it by another factor (or not exactly), and the
 //! attention it feeds disagrees, so it keeps its pair and fails.
 
-use super::super::ops::{torch_families, vanishes_in_onnx};
+use super::super::ops::{torch_families, torch_kind, vanishes_in_onnx, Family, OpKind};
 use super::super::reason::UnpairedReason;
 use super::super::scale_factors::single_factor;
 use super::super::AGREES;
 use super::super::{consumers_of, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
-
-/// The attention op whose scale a simplifier can fold into its query or key.
-const ATTENTION: &str = "aten::scaled_dot_product_attention";
 
 /// How close a factor must be to the attention's scale (float32 rounding of the fold).
 const SAME_FACTOR: f64 = 1e-4;
@@ -60,13 +57,15 @@ impl Pairer<'_> {
     /// its query or key through layout ops alone, when that attention's pair agrees.
     fn attention_scale_reached(&self, t: usize, consumers: &[Vec<usize>]) -> Option<f64> {
         let tv = &self.cx.torch.values;
-        let passes_on = |op: &str| torch_families(op) == ["layout"] || vanishes_in_onnx(op);
+        let passes_on =
+            |op: &str| torch_families(op).is_only(Family::Layout) || vanishes_in_onnx(op);
         let mut v = t;
         loop {
             let [next] = consumers[v][..] else {
                 return None;
             };
-            if tv[next].op == ATTENTION {
+            // The attention op whose scale a simplifier can fold into its query or key.
+            if torch_kind(&tv[next].op) == Some(OpKind::Attention) {
                 let position = tv[next].inputs.iter().position(|&u| u == v)?;
                 let agrees = self
                     .state

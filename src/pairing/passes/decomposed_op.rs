@@ -15,7 +15,7 @@
 //! of the output's shape; with a Softmax fault the values no longer pointed at the MatMul
 //! after the Softmax, and the fault was reported at the scores.
 
-use super::super::ops::onnx_families;
+use super::super::ops::{onnx_families, Family};
 use super::super::relaid::computes_nothing;
 use super::super::wiring::computed_from_all;
 use super::super::{compatible, consumers_of, is_layer_candidate, same_shape, Pairer};
@@ -88,7 +88,7 @@ impl Pairer<'_> {
 /// The first node up from ONNX value `o` that is not a layout node, following the one float
 /// value each layout node rearranges (a Reshape's shape operand is not followed).
 fn computing_source(ov: &[crate::capture::CapturedValue], mut o: usize) -> usize {
-    while onnx_families(&ov[o].op).contains(&"layout") {
+    while onnx_families(&ov[o].op).contains(Family::Layout) {
         let data: Vec<usize> = ov[o]
             .inputs
             .iter()

@@ -12,7 +12,7 @@
 //! chain the node computes, so no pair made here is certain. A planted fault in the weights
 //! still fails: the node then matches no value of the chain.
 
-use super::super::ops::{onnx_families, torch_families, vanishes_in_onnx};
+use super::super::ops::{onnx_families, torch_families, vanishes_in_onnx, Families, Family};
 use super::super::reason::UnpairedReason;
 use super::super::{constant_values, consumers_of, is_layer_candidate, same_shape, Pairer};
 use super::super::{PairCx, PairState};
@@ -27,8 +27,7 @@ const AGREES: f64 = 1e-3;
 
 /// ONNX ops whose weights and bias can absorb a constant scale or shift.
 fn has_weights(onnx_op: &str) -> bool {
-    let fams = onnx_families(onnx_op);
-    fams.contains(&"conv") || fams.contains(&"matmul") || fams.contains(&"norm")
+    onnx_families(onnx_op).meets(Families::of(&[Family::Conv, Family::MatMul, Family::Norm]))
 }
 
 /// The most layout nodes looked through between a value and the weighted node it holds.
@@ -43,7 +42,7 @@ fn holds_weighted_output(ov: &[CapturedValue], o: usize) -> bool {
         if has_weights(&ov[v].op) {
             return true;
         }
-        if !onnx_families(&ov[v].op).contains(&"layout") {
+        if !onnx_families(&ov[v].op).contains(Family::Layout) {
             return false;
         }
         let data: Vec<usize> = ov[v]
@@ -64,7 +63,7 @@ fn holds_weighted_output(ov: &[CapturedValue], o: usize) -> bool {
 /// `from` once and otherwise only values no model input reaches (a parameter, a scalar).
 fn applies_constant_to(v: &CapturedValue, from: usize, constant: &[bool]) -> bool {
     let fams = torch_families(&v.op);
-    (fams == ["mul"] || fams == ["add"])
+    (fams.is_only(Family::Mul) || fams.is_only(Family::Add))
         && v.inputs.iter().filter(|&&u| u == from).count() == 1
         && v.inputs.iter().all(|&u| u == from || constant[u])
 }

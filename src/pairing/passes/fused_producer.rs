@@ -1,7 +1,7 @@
 //! The `fused_producer` pass: a Conv whose node carries the BatchNorm's scope (the dynamo
 //! exporter's folding) has no node of its own; it is compared within the BatchNorm's pair.
 
-use super::super::ops::{compatible, torch_families};
+use super::super::ops::{compatible, torch_families, Family};
 use super::super::Pairer;
 use super::super::{PairCx, PairState};
 use super::Pass;
@@ -26,7 +26,7 @@ impl Pairer<'_> {
                 continue;
             };
             let o = self.state.twin(v).expect("paired");
-            let conv = torch_families(&tv[u].op).contains(&"conv");
+            let conv = torch_families(&tv[u].op).contains(Family::Conv);
             if conv && compatible(&tv[u].op, &ov[o].op) {
                 let v_path = v_path.clone();
                 self.state.rebind(v, o, false);

@@ -20,7 +20,7 @@
 //! that input, element for element, is taken: an op of two computed values (a mask added to
 //! attention scores) is real computation even where it happens to change nothing.
 
-use super::super::ops::aten_name;
+use super::super::ops::{torch_kind, OpKind};
 use super::super::reason::UnpairedReason;
 use super::super::{is_layer_candidate, relative_distance, Pairer};
 use super::super::{PairCx, PairState};
@@ -56,8 +56,7 @@ impl Pairer<'_> {
 /// or permutation that keeps its input's shape is left to the alignment: it is rare, and
 /// met by its own ONNX node when the exporter keeps one.
 fn selects(op: &str) -> bool {
-    let name = op.strip_prefix("aten::").unwrap_or(op);
-    matches!(name, "slice" | "narrow" | "expand" | "expand_as")
+    torch_kind(op) == Some(OpKind::Select)
 }
 
 /// Elementwise arithmetic whose only computed operand is its input: the other is a constant
@@ -69,13 +68,12 @@ fn by_constant(
     v: &crate::capture::CapturedValue,
     values: &[crate::capture::CapturedValue],
 ) -> bool {
-    let name = aten_name(&v.op);
     let computed = v
         .inputs
         .iter()
         .filter(|&&u| u >= v.id || is_layer_candidate(&values[u]))
         .count();
-    matches!(name, "add" | "sub" | "mul" | "div" | "true_divide") && computed == 1
+    torch_kind(&v.op).is_some_and(OpKind::has_identity_constant) && computed == 1
 }
 
 /// Whether `v` holds exactly the tensor `input` holds: the same shape, dtype and elements.

@@ -15,13 +15,11 @@
 //! functional ops of a loop body or branch (`x + 0.5 * y`), which have no scope to look up.
 
 use super::super::fused_nodes::nearest_consumer_twins;
+use super::super::ops::{onnx_kind, OpKind};
 use super::super::reason::UnpairedReason;
 use super::super::{consumers_of, Pairer};
 use super::super::{PairCx, PairState};
 use super::Pass;
-
-/// ONNX ops whose values inside stay in a subgraph once the rewrite has run.
-const CONTROL_FLOW_OPS: &[&str] = &["Loop", "If", "Scan"];
 
 impl Pairer<'_> {
     fn account_kept_control_flow(&mut self) {
@@ -33,7 +31,9 @@ impl Pairer<'_> {
                 continue;
             }
             let twins = nearest_consumer_twins(&consumers, |v| self.twin(v), t);
-            let is_control_flow = |o: &usize| CONTROL_FLOW_OPS.contains(&ov[*o].op.as_str());
+            // ONNX ops whose values inside stay in a subgraph once the rewrite has run.
+            let is_control_flow =
+                |o: &usize| onnx_kind(&ov[*o].op).is_some_and(OpKind::is_control_flow);
             let mut kept: Vec<usize> = twins.iter().copied().filter(is_control_flow).collect();
             kept.dedup();
             // A loop body's value (`name@iter3`) also reaches what follows the loop through

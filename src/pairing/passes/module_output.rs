@@ -1,7 +1,7 @@
 //! The `module_output` pass: each leaf module call's output with the last ONNX value of the
 //! same call and shape.
 
-use super::super::ops::{compatible, torch_families};
+use super::super::ops::{compatible, onnx_kind, torch_families, Family, OpKind};
 use super::super::scopes::key_path;
 use super::super::{is_layer_candidate, same_shape, subtree, Pairer};
 use super::super::{PairCx, PairState};
@@ -19,13 +19,8 @@ fn rearranges_from_outside(
     o_ids: &[usize],
     torch_op: &str,
 ) -> bool {
-    let rearranges = |op: &str| {
-        matches!(
-            op,
-            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Identity"
-        )
-    };
-    if !rearranges(&ov[o].op) || torch_families(torch_op).contains(&"layout") {
+    let rearranges = onnx_kind(&ov[o].op).is_some_and(OpKind::keeps_every_element);
+    if !rearranges || torch_families(torch_op).contains(Family::Layout) {
         return false;
     }
     ov[o]

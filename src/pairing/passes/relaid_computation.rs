@@ -16,7 +16,7 @@
 //! relaid op changes its values, so the op is not accounted and the fault shows at the next
 //! compared layer.
 
-use super::super::ops::{compatible, torch_families};
+use super::super::ops::{compatible, torch_families, Family};
 use super::super::rearranged::holds_same_values;
 use super::super::reason::UnpairedReason;
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
@@ -74,7 +74,9 @@ impl Pairer<'_> {
         relaid: &HashMap<usize, usize>,
     ) -> Option<usize> {
         let (tv, ov) = (&self.cx.torch.values, &self.cx.onnx.values);
-        if torch_families(&tv[t].op).contains(&"layout") || torch_families(&tv[t].op).is_empty() {
+        if torch_families(&tv[t].op).contains(Family::Layout)
+            || torch_families(&tv[t].op).is_empty()
+        {
             return None;
         }
         match self.state.get(t) {
@@ -125,7 +127,7 @@ impl Pairer<'_> {
         let made = self.state.get(u);
         let apart_layout = made.is_some_and(|m| {
             !m.certain
-                && torch_families(&self.cx.torch.values[u].op) == ["layout"]
+                && torch_families(&self.cx.torch.values[u].op).is_only(Family::Layout)
                 && self.cx.distance(u, m.onnx) >= AGREES
         });
         if apart_layout {

@@ -18,7 +18,7 @@
 //! no permutation of axes does, so the proof fails and the pair is compared (and fails there,
 //! at the right module).
 
-use super::super::ops::{compatible, onnx_families};
+use super::super::ops::{compatible, onnx_families, Family};
 use super::super::permuted_axes::holds_permuted_axes;
 use super::super::reason::UnpairedReason;
 use super::super::relaid::{computes_nothing, nearest_paired};
@@ -29,7 +29,7 @@ use super::Pass;
 use std::collections::HashSet;
 
 fn is_layout_node(op: &str) -> bool {
-    onnx_families(op).contains(&"layout")
+    onnx_families(op).contains(Family::Layout)
 }
 
 impl Pairer<'_> {

@@ -18,7 +18,7 @@
 //! must agree with the piece (it is a copy of a part of one tensor). A choice is never
 //! certain.
 
-use super::super::ops::onnx_families;
+use super::super::ops::{onnx_families, torch_kind, Family, OpKind};
 use super::super::wiring::{computed_from_all, nearest_producer_twins};
 use super::super::{is_layer_candidate, same_shape, Pairer};
 use super::super::{PairCx, PairState};
@@ -61,7 +61,7 @@ impl Pairer<'_> {
                 .filter(|&c| {
                     is_layer_candidate(&ov[c])
                         && !self.state.is_taken(c)
-                        && onnx_families(&ov[c].op).contains(&"layout")
+                        && onnx_families(&ov[c].op).contains(Family::Layout)
                         && same_shape(&tv[t], &ov[c])
                         && computed_from_all(ov, c, &producers)
                 })
@@ -89,7 +89,7 @@ impl Pairer<'_> {
         let tv = &self.cx.torch.values;
         let v = &tv[t];
         let numel = |s: &[usize]| s.iter().product::<usize>();
-        v.op == "prim::ListUnpack"
+        torch_kind(&v.op) == Some(OpKind::ListUnpack)
             && is_layer_candidate(v)
             && match v.inputs[..] {
                 [p] => p < tv.len() && numel(&tv[p].shape) > numel(&v.shape),
