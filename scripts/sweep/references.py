@@ -29,30 +29,6 @@ NOTES = {
         "JSON; serde_json's default float parser read it one ULP beyond float's range "
         "(bits c7efffffe0000001), src/torch/exported/translate.rs passed it on, libtorch "
         "refused the conversion. Cargo.toml: serde_json's float_roundtrip feature."),
-    "hazards/copy_into_buffer/": (
-        "tool bug, not fixed: torch.export keeps the in-place write `buf = torch.zeros(...); "
-        "buf[:, :8] = a` as aten::zeros, aten::slice, aten::copy_ on the slice; the .pt2 "
-        "reader (src/torch/exported/translate.rs) records the later reader fuse.0 as reading "
-        "the aten::zeros value alone, so fuse and fc count as computed from constants, are "
-        "not layers (12 reference layers against TorchScript's 17), and a fault there fails "
-        "the output with no layer to blame. The TorchScript shim adds the writes to a "
-        "view's base to its readers' dataflow (InPlaceWrites, src/torch/shim.cpp); the "
-        "reader has no such step."),
-    "hazards/ring_buffer_stream/": (
-        "tool bug, not fixed: the same in-place writes (`buf[:, :, :k-1] = state; "
-        "buf[:, :, k-1:] = chunk`, aten::copy_ into slices of an aten::zeros buffer) cut "
-        "conv1, norm1, conv2 and proj off the input in the .pt2 reader's dataflow: the .pt2 "
-        "check has 3 reference layers (the copy_ results) against 18, and a fault anywhere "
-        "fails an output only."),
-    "hazards/loop_stack/legacy/": (
-        "the .pt2 check marks the `out` Linear's failing pair unconfirmed and calls the "
-        "output failure accumulated drift; the unrolled loop's six calls of `mix`/`norm` "
-        "carry one module path each in the program (no call index): not traced further."),
-    "hazards/greedy_manual_gru/legacy/": (
-        "the legacy ONNX of the scripted module names the encoder's ops only down to "
-        "`encoder` (/encoder/MatMul_1), the .pt2 names its last Linear `encoder.2`: that "
-        "value is left unpaired and the fault shows first at the top-level aten::mean "
-        "(paired by op order)."),
     "hazards/greedy_manual_gru/dynamo/": (
         "the .pt2 is right where TorchScript is not: `encoder.2` is the expected module "
         "(TorchScript's scripted module reports the enclosing `encoder`, the one culprit "

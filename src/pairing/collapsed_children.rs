@@ -32,28 +32,24 @@ pub fn fold_into_collapsed_parents(
     onnx_keys: &[Option<GroupKey>],
 ) -> usize {
     let onnx: HashSet<&str> = onnx_keys.iter().flatten().map(String::as_str).collect();
-    let has_onnx_below = |key: &str| {
-        let prefix = format!("{key}/");
-        onnx.iter().any(|k| k.starts_with(&prefix))
-    };
+    // Every ONNX key that has an ONNX key below it: the outer levels of each key.
+    let with_onnx_below: HashSet<&str> = (onnx.iter())
+        .flat_map(|k| k.match_indices('/').map(move |(at, _)| &k[..at]))
+        .collect();
     let unrecorded: HashSet<&str> = (onnx_values.iter().zip(onnx_keys))
         .filter(|(v, _)| !v.scope_recorded)
         .filter_map(|(_, k)| k.as_deref())
         .collect();
-    // Longest first: a collapsed parent inside another collapsed parent takes its own
-    // children before the outer one would take them all.
-    let mut collapsed: Vec<&str> = (onnx.iter().copied())
-        .filter(|k| !has_onnx_below(k) && !unrecorded.contains(k))
-        .collect();
-    collapsed.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    let collapsed =
+        |k: &str| onnx.contains(k) && !with_onnx_below.contains(k) && !unrecorded.contains(k);
     let mut changed = 0;
     for key in torch_keys.iter_mut().flatten() {
         if onnx.contains(key.as_str()) {
             continue;
         }
-        let parent = collapsed.iter().find(|p| {
-            key.len() > p.len() && key.starts_with(*p) && key.as_bytes()[p.len()] == b'/'
-        });
+        // The innermost collapsed call that encloses it: a collapsed parent inside another
+        // takes its own children.
+        let parent = (key.rmatch_indices('/').map(|(at, _)| &key[..at])).find(|p| collapsed(p));
         if let Some(parent) = parent {
             *key = parent.to_string();
             changed += 1;
