@@ -155,22 +155,8 @@ fn pair_of(p: &Pairing, torch: usize) -> Option<&Pair> {
 /// bn output, and there is no bn node.
 #[test]
 fn legacy_fused_conv_pairs_with_batchnorm_output() {
-    let x = [1.0, -2.0, 3.0];
-    let conv = [2.0, -4.0, 6.0];
-    let bn = [0.5, -1.5, 2.5];
-    let relu = [0.5, 0.0, 2.5];
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &x);
-    let tc = t.op("aten::_convolution", "conv1", &[ti], &conv);
-    let tb = t.op("aten::batch_norm", "bn1", &[tc], &bn);
-    let tr = t.op("aten::relu_", "relu", &[tb], &relu);
-    t.output(0, tr);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &x);
-    let oc = o.op("Conv", "conv1", &[oi], &bn);
-    let or = o.op("Relu", "relu", &[oc], &relu);
-    o.output(0, or);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [tc, tb, tr, oc, or]) = graphs::legacy_conv_batchnorm_fused();
+    let p = pair(&t, &o).unwrap();
 
     let bn_pair = pair_of(&p, tb).expect("bn paired");
     assert_eq!(bn_pair.onnx, oc);
@@ -232,16 +218,8 @@ fn a_batchnorm_folded_without_a_trace_is_paired_certainly() {
 /// Same network, dynamo style: the fused Conv carries the bn scope; the conv has no node.
 #[test]
 fn dynamo_fused_conv_in_batchnorm_scope_accounts_for_the_conv() {
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &[1.0, 2.0]);
-    let tc = t.op("aten::_convolution", "conv1", &[ti], &[3.0, 4.0]);
-    let tb = t.op("aten::batch_norm", "bn1", &[tc], &[0.1, 0.2]);
-    t.output(0, tb);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &[1.0, 2.0]);
-    let oc = o.op("Conv", "bn1", &[oi], &[0.1, 0.2]);
-    o.output(0, oc);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [tc, tb, oc]) = graphs::dynamo_conv_in_batchnorm_scope();
+    let p = pair(&t, &o).unwrap();
     let pr = pair_of(&p, tb).unwrap();
     assert_eq!(pr.onnx, oc);
     assert_eq!(pr.fused, vec![tc]);
@@ -584,21 +562,8 @@ fn pairs_reordered_by_an_optimiser_follow_the_dataflow() {
 #[test]
 fn a_pair_no_value_repairs_is_marked_off_the_dataflow() {
     // The only ONNX Relu of the scope is computed from the wrong branch: kept, but marked.
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &[1.0, 2.0]);
-    let a = t.op("aten::linear", "a", &[ti], &[1.0, 2.0]);
-    let b = t.op("aten::linear", "b", &[ti], &[3.0, 4.0]);
-    let r = t.op("aten::relu", "", &[a], &[1.0, 2.0]);
-    let s = t.op("aten::add", "", &[r, b], &[4.0, 6.0]);
-    t.output(0, s);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &[1.0, 2.0]);
-    let oa = o.op("Gemm", "a", &[oi], &[1.0, 2.0]);
-    let ob = o.op("Gemm", "b", &[oi], &[3.0, 4.0]);
-    let or = o.op("Relu", "", &[ob], &[3.0, 4.0]);
-    let os = o.op("Add", "", &[or, oa], &[4.0, 6.0]);
-    o.output(0, os);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [_, _, r, s, _, _, or, _]) = graphs::relu_of_the_other_branch();
+    let p = pair(&t, &o).unwrap();
     let relu = pair_of(&p, r).unwrap();
     assert_eq!(relu.onnx, or);
     assert!(!relu.follows_dataflow);
@@ -818,19 +783,8 @@ fn a_module_repeating_an_op_in_one_call_is_not_split() {
 /// value of its call computed from its producer's twin and feeding its consumer's.
 #[test]
 fn an_unlisted_op_pairs_by_dataflow() {
-    let mut t = Builder::new(Side::Torch);
-    let ti = t.input(0, &[1.0, 2.0]);
-    let c = t.op("aten::_convolution", "blk.conv", &[ti], &[1.0, 2.0]);
-    let odd = t.op("aten::frobnicate", "blk", &[c], &[5.0, 7.0]);
-    let r = t.op("aten::relu", "blk", &[odd], &[5.0, 7.0]);
-    t.output(0, r);
-    let mut o = Builder::new(Side::Onnx);
-    let oi = o.input(0, &[1.0, 2.0]);
-    let oc = o.op("Conv", "blk.conv", &[oi], &[1.0, 2.0]);
-    let oodd = o.op("Frob", "blk", &[oc], &[5.0, 7.0]);
-    let or = o.op("Relu", "blk", &[oodd], &[5.0, 7.0]);
-    o.output(0, or);
-    let p = pair(&t.build(), &o.build()).unwrap();
+    let (t, o, [_, odd, r, _, oodd, or]) = graphs::unlisted_op_between_listed_ones();
+    let p = pair(&t, &o).unwrap();
     let made = pair_of(&p, odd).expect("the unlisted op is compared");
     assert_eq!(made.onnx, oodd);
     assert_eq!(made.paired_by, "left_open");

@@ -99,29 +99,16 @@ impl Pass for Dataflow {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::tests::{run_alone, Builder};
+    use super::super::super::tests::graphs::relu_of_the_other_branch;
+    use super::super::super::tests::run_alone;
     use super::*;
-    use crate::capture::Side;
 
     #[test]
     fn a_pair_whose_node_reads_another_branch_and_has_no_better_twin_is_marked() {
         // The only ONNX Relu of the scope is computed from the wrong branch: kept, but marked.
-        let mut t = Builder::new(Side::Torch);
-        let ti = t.input(0, &[1.0, 2.0]);
-        let a = t.op("aten::linear", "a", &[ti], &[1.0, 2.0]);
-        let b = t.op("aten::linear", "b", &[ti], &[3.0, 4.0]);
-        let r = t.op("aten::relu", "", &[a], &[1.0, 2.0]);
-        let s = t.op("aten::add", "", &[r, b], &[4.0, 6.0]);
-        t.output(0, s);
-        let mut o = Builder::new(Side::Onnx);
-        let oi = o.input(0, &[1.0, 2.0]);
-        let oa = o.op("Gemm", "a", &[oi], &[1.0, 2.0]);
-        let ob = o.op("Gemm", "b", &[oi], &[3.0, 4.0]);
-        let or = o.op("Relu", "", &[ob], &[3.0, 4.0]);
-        let os = o.op("Add", "", &[or, oa], &[4.0, 6.0]);
-        o.output(0, os);
+        let (t, o, [a, b, r, s, oa, ob, or, os]) = relu_of_the_other_branch();
         let pairs = [(a, oa), (b, ob), (r, or), (s, os)];
-        let state = run_alone(&Dataflow, &t.build(), &o.build(), &pairs);
+        let state = run_alone(&Dataflow, &t, &o, &pairs);
         assert_eq!(state.twin(r), Some(or), "no value repairs it");
         assert!(state.is_off_dataflow(r));
         assert!(!state.is_off_dataflow(s) && !state.is_off_dataflow(a));

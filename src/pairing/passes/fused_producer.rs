@@ -50,23 +50,15 @@ impl Pass for FusedProducer {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::tests::{run_alone, Builder};
+    use super::super::super::tests::graphs::dynamo_conv_in_batchnorm_scope;
+    use super::super::super::tests::run_alone;
     use super::*;
-    use crate::capture::Side;
 
     #[test]
     fn a_conv_folded_into_the_batchnorms_node_is_compared_within_its_pair() {
-        let mut t = Builder::new(Side::Torch);
-        let ti = t.input(0, &[1.0, 2.0]);
-        let tc = t.op("aten::_convolution", "conv1", &[ti], &[3.0, 4.0]);
-        let tb = t.op("aten::batch_norm", "bn1", &[tc], &[0.1, 0.2]);
-        t.output(0, tb);
-        let mut o = Builder::new(Side::Onnx);
-        let oi = o.input(0, &[1.0, 2.0]);
         // The dynamo exporter's folding: the Conv carries the BatchNorm's scope.
-        let oc = o.op("Conv", "bn1", &[oi], &[0.1, 0.2]);
-        o.output(0, oc);
-        let state = run_alone(&FusedProducer, &t.build(), &o.build(), &[(tb, oc)]);
+        let (t, o, [tc, tb, oc]) = dynamo_conv_in_batchnorm_scope();
+        let state = run_alone(&FusedProducer, &t, &o, &[(tb, oc)]);
         assert_eq!(state.fused(tb), [tc]);
         assert!(!state.is_paired(tc) && state.accounted(tc));
         assert_eq!(state.twin(tb), Some(oc));

@@ -39,29 +39,15 @@ impl Pass for Fusion {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::tests::{run_alone, Builder};
+    use super::super::super::tests::graphs::legacy_conv_batchnorm_fused;
+    use super::super::super::tests::run_alone;
     use super::*;
-    use crate::capture::Side;
 
     #[test]
     fn a_conv_node_that_computes_the_batchnorm_after_it_moves_its_pair_there() {
-        let x = [1.0, -2.0, 3.0];
-        let conv = [2.0, -4.0, 6.0];
-        let bn = [0.5, -1.5, 2.5];
-        let relu = [0.5, 0.0, 2.5];
-        let mut t = Builder::new(Side::Torch);
-        let ti = t.input(0, &x);
-        let tc = t.op("aten::_convolution", "conv1", &[ti], &conv);
-        let tb = t.op("aten::batch_norm", "bn1", &[tc], &bn);
-        let tr = t.op("aten::relu_", "relu", &[tb], &relu);
-        t.output(0, tr);
-        let mut o = Builder::new(Side::Onnx);
-        let oi = o.input(0, &x);
-        let oc = o.op("Conv", "conv1", &[oi], &bn);
-        let or = o.op("Relu", "relu", &[oc], &relu);
-        o.output(0, or);
+        let (t, o, [tc, tb, tr, oc, or]) = legacy_conv_batchnorm_fused();
         // What `module_output` left: the conv met the Conv of its scope.
-        let state = run_alone(&Fusion, &t.build(), &o.build(), &[(tc, oc), (tr, or)]);
+        let state = run_alone(&Fusion, &t, &o, &[(tc, oc), (tr, or)]);
         let made = state.get(tb).expect("the batchnorm holds the node");
         assert_eq!((made.onnx, made.by), (oc, "fusion"));
         assert_eq!(state.fused(tb), [tc]);

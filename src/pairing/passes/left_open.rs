@@ -93,25 +93,14 @@ impl Pass for LeftOpen {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::tests::{run_alone, Builder};
+    use super::super::super::tests::graphs::unlisted_op_between_listed_ones;
+    use super::super::super::tests::run_alone;
     use super::*;
-    use crate::capture::Side;
 
     #[test]
     fn an_op_no_kind_table_lists_pairs_by_dataflow_with_the_free_value_between_its_twins() {
-        let mut t = Builder::new(Side::Torch);
-        let ti = t.input(0, &[1.0, 2.0]);
-        let c = t.op("aten::_convolution", "blk.conv", &[ti], &[1.0, 2.0]);
-        let odd = t.op("aten::frobnicate", "blk", &[c], &[5.0, 7.0]);
-        let r = t.op("aten::relu", "blk", &[odd], &[5.0, 7.0]);
-        t.output(0, r);
-        let mut o = Builder::new(Side::Onnx);
-        let oi = o.input(0, &[1.0, 2.0]);
-        let oc = o.op("Conv", "blk.conv", &[oi], &[1.0, 2.0]);
-        let oodd = o.op("Frob", "blk", &[oc], &[5.0, 7.0]);
-        let or = o.op("Relu", "blk", &[oodd], &[5.0, 7.0]);
-        o.output(0, or);
-        let state = run_alone(&LeftOpen, &t.build(), &o.build(), &[(c, oc), (r, or)]);
+        let (t, o, [c, odd, r, oc, oodd, or]) = unlisted_op_between_listed_ones();
+        let state = run_alone(&LeftOpen, &t, &o, &[(c, oc), (r, or)]);
         let made = state.get(odd).expect("the unlisted op is compared");
         assert_eq!((made.onnx, made.by), (oodd, "left_open"));
         assert!(!made.certain, "the values chose it");

@@ -563,3 +563,77 @@ pub(in crate::pairing) fn fused_gemm_with_activation() -> (Capture, Capture, [us
     o.output(0, ofc7);
     (t.build(), o.build(), [fc6, act, fc7, fused, ofc7])
 }
+
+/// Two Linears and a Relu of one of them, added to the other; the only ONNX Relu of the scope
+/// reads the other branch. Ids: torch a, b, relu, sum; onnx the same.
+pub(in crate::pairing) fn relu_of_the_other_branch() -> (Capture, Capture, [usize; 8]) {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let a = t.op("aten::linear", "a", &[ti], &[1.0, 2.0]);
+    let b = t.op("aten::linear", "b", &[ti], &[3.0, 4.0]);
+    let r = t.op("aten::relu", "", &[a], &[1.0, 2.0]);
+    let s = t.op("aten::add", "", &[r, b], &[4.0, 6.0]);
+    t.output(0, s);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oa = o.op("Gemm", "a", &[oi], &[1.0, 2.0]);
+    let ob = o.op("Gemm", "b", &[oi], &[3.0, 4.0]);
+    let or = o.op("Relu", "", &[ob], &[3.0, 4.0]);
+    let os = o.op("Add", "", &[or, oa], &[4.0, 6.0]);
+    o.output(0, os);
+    (t.build(), o.build(), [a, b, r, s, oa, ob, or, os])
+}
+
+/// conv -> bn -> relu in TorchScript; the legacy exporter's Conv (conv scope) computes the bn
+/// output, and there is no bn node. Ids: torch conv, bn, relu; onnx Conv, Relu.
+pub(in crate::pairing) fn legacy_conv_batchnorm_fused() -> (Capture, Capture, [usize; 5]) {
+    let x = [1.0, -2.0, 3.0];
+    let conv = [2.0, -4.0, 6.0];
+    let bn = [0.5, -1.5, 2.5];
+    let relu = [0.5, 0.0, 2.5];
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &x);
+    let tc = t.op("aten::_convolution", "conv1", &[ti], &conv);
+    let tb = t.op("aten::batch_norm", "bn1", &[tc], &bn);
+    let tr = t.op("aten::relu_", "relu", &[tb], &relu);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &x);
+    let oc = o.op("Conv", "conv1", &[oi], &bn);
+    let or = o.op("Relu", "relu", &[oc], &relu);
+    o.output(0, or);
+    (t.build(), o.build(), [tc, tb, tr, oc, or])
+}
+
+/// conv -> bn, dynamo style: the fused Conv carries the bn scope; the conv has no node. Ids:
+/// torch conv, bn; onnx Conv.
+pub(in crate::pairing) fn dynamo_conv_in_batchnorm_scope() -> (Capture, Capture, [usize; 3]) {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let tc = t.op("aten::_convolution", "conv1", &[ti], &[3.0, 4.0]);
+    let tb = t.op("aten::batch_norm", "bn1", &[tc], &[0.1, 0.2]);
+    t.output(0, tb);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oc = o.op("Conv", "bn1", &[oi], &[0.1, 0.2]);
+    o.output(0, oc);
+    (t.build(), o.build(), [tc, tb, oc])
+}
+
+/// conv -> an op the kind table does not list -> relu, each with its ONNX node. Ids: torch
+/// conv, the op, relu; onnx the same.
+pub(in crate::pairing) fn unlisted_op_between_listed_ones() -> (Capture, Capture, [usize; 6]) {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[1.0, 2.0]);
+    let c = t.op("aten::_convolution", "blk.conv", &[ti], &[1.0, 2.0]);
+    let odd = t.op("aten::frobnicate", "blk", &[c], &[5.0, 7.0]);
+    let r = t.op("aten::relu", "blk", &[odd], &[5.0, 7.0]);
+    t.output(0, r);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[1.0, 2.0]);
+    let oc = o.op("Conv", "blk.conv", &[oi], &[1.0, 2.0]);
+    let oodd = o.op("Frob", "blk", &[oc], &[5.0, 7.0]);
+    let or = o.op("Relu", "blk", &[oodd], &[5.0, 7.0]);
+    o.output(0, or);
+    (t.build(), o.build(), [c, odd, r, oc, oodd, or])
+}
