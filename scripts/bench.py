@@ -234,27 +234,8 @@ def child_values(folder: Path, threads: int, values_binary: str) -> None:
     ep.module() computes node by node in Python at the same thread count."""
     import numpy as np
     import torch
+    from fx_recorder import Recorder
     torch.set_num_threads(threads)
-
-    class Recorder(torch.fx.Interpreter):
-        """Keeps a copy of every call node's tensor results as they are computed (a copy: an
-        in-place op later in the graph would rewrite a result kept by reference)."""
-
-        def __init__(self, module):
-            super().__init__(module)
-            self.values = {}
-
-        def run_node(self, n):
-            result = super().run_node(n)
-            if n.op == "call_function":
-                items = result if isinstance(result, (tuple, list)) else None
-                if isinstance(result, torch.Tensor):
-                    self.values[n.name] = result.clone()
-                for k, item in enumerate(items or []):
-                    if isinstance(item, torch.Tensor):
-                        self.values[f"{n.name}.{k}"] = item.clone()
-            return result
-
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "values.npz")
         run = subprocess.run([values_binary, str(folder / "model.pt2"),

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 import make_fixtures
+from fx_recorder import Recorder
 from fixtures_lib import driver
 from fixtures_lib.manifest import fresh_folder
 
@@ -83,27 +84,6 @@ class EncoderBlock(torch.nn.Module):
         y, _ = self.lstm(self.enc(x + self.emb(ids)))
         picked = y[:, torch.tensor([0, 2])] * 2
         return torch.cat([picked.flatten(1), y.mean(1)], 1).double().float().clamp(min=-1.0)
-
-
-class Recorder(torch.fx.Interpreter):
-    """Runs a graph module node by node and keeps a copy of every call node's tensor results
-    as they are computed (an exported program keeps in-place ops such as relu_, which would
-    rewrite a result kept by reference)."""
-
-    def __init__(self, module):
-        super().__init__(module)
-        self.values = {}
-
-    def run_node(self, n):
-        result = super().run_node(n)
-        if n.op == "call_function":
-            if isinstance(result, torch.Tensor):
-                self.values[n.name] = result.clone()
-            elif isinstance(result, (tuple, list)):
-                for k, item in enumerate(result):
-                    if isinstance(item, torch.Tensor):
-                        self.values[f"{n.name}.{k}"] = item.clone()
-        return result
 
 
 class Dynamic(torch.nn.Module):
