@@ -13,7 +13,9 @@ with the saved program, `torch.export.load(model.pt2).module()`, run by torch.fx
 so that every call node's tensor results are kept (keyed by node name, `name.k` for the k-th
 tensor of a node returning several; outputs as `output.k`) at two threads, as the tests run
 libtorch: the expectation the
-integration tests hold align-check's captured values to, computed without align-check.
+integration tests hold align-check's captured values to, computed without align-check. They
+are not committed (their last bits depend on the CPU): scripts/make_pt2_values.py makes them
+again from the committed archives on each machine.
 manifest.json lists the archives with their source fixture and, for faults, the module where
 the first divergence must be. custom_op_lib_legacy/model.pt2 is the zoo's real custom-op
 network (scripts/make_custom_op_fixture.py: `my_ops::my_add` from a C++ operator library,

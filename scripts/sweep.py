@@ -68,6 +68,9 @@ def parse_args(argv):
     p.add_argument("--no-export", action="store_true",
                    help="export nothing new; check what is cached (and plan its faults)")
     p.add_argument("--no-faults", action="store_true", help="clean checks only")
+    p.add_argument("--export-only", action="store_true",
+                   help="build the export cache (pairs, and the .pt2 with --reference pt2/both) "
+                        "and stop: no binary needed, so it can run while align-check compiles")
     p.add_argument("--reference", choices=["torchscript", "pt2", "both"], default="torchscript",
                    help="the reference side of every check: the TorchScript model.pt "
                    "(default), the torch.export model.pt2 (made for each model torch.export "
@@ -347,6 +350,26 @@ def calibrate(specs, args, binary_id, start):
     return 0
 
 
+def export_only(args):
+    try:
+        specs = select(args)
+    except ValueError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return 2
+    overlay.ensure(log)
+    log(f"{len(specs)} models, exports only, cache {cache.root()}")
+
+    def build(spec):
+        try:
+            export_model(spec, args)
+            export_pt2(spec, args)
+        except Exception as err:  # one model's trouble never stops the sweep
+            log(f"export of {spec['id']} failed: {type(err).__name__}: {err}")
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(build, specs))
+    return 0
+
+
 def main(argv):
     if argv and argv[0] == "_export":
         from sweep import export
@@ -374,6 +397,8 @@ def main(argv):
         module_tree.write_modules(cache.model_dir(argv[1]))
         return 0
     args = parse_args(argv)
+    if args.export_only:
+        return export_only(args)
     if not os.path.exists(args.binary) and not args.report_only:
         print(f"sweep: no align-check binary at {args.binary} (build it, or pass --binary)",
               file=sys.stderr)

@@ -73,7 +73,7 @@ pub fn side_by_side(
         rows.push((
             torch_side(t, infos),
             "-".to_string(),
-            "TorchScript only: --input, --arg, its default or a placeholder".to_string(),
+            "PyTorch only: --input, --arg, its default or a placeholder".to_string(),
         ));
     }
     let width = rows
@@ -92,7 +92,7 @@ pub fn side_by_side(
     let _ = writeln!(
         out,
         "  {:width$}    {:onnx_width$}  how",
-        "TorchScript forward", "ONNX inputs"
+        "PyTorch forward", "ONNX inputs"
     );
     for (t, o, how) in rows {
         let _ = writeln!(out, "  {t:width$} ←  {o:onnx_width$}  {how}");

@@ -398,9 +398,9 @@ fn take_array(
 /// What an ONNX-only input's report line says about it.
 fn onnx_only_note(source: &str) -> String {
     if source == "zeros" {
-        "no TorchScript argument takes it (the TorchScript module supplies it itself: state, a default); zero-filled: give it with --input or --inputs if what the module supplies is not zero".to_string()
+        "no forward argument of the PyTorch model takes it (the model supplies it itself: state, a default); zero-filled: give it with --input or --inputs if what the module supplies is not zero".to_string()
     } else {
-        "no TorchScript argument takes it (the TorchScript module supplies it itself: state, a default); ONNX Runtime was given the data named for it".to_string()
+        "no forward argument of the PyTorch model takes it (the model supplies it itself: state, a default); ONNX Runtime was given the data named for it".to_string()
     }
 }
 

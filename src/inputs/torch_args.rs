@@ -87,7 +87,7 @@ pub fn resolve_samples(
                 describe(&a.ty)
             ),
             None => bail!(
-                "--arg {name}=...: TorchScript forward has no argument '{name}' (its arguments: {})",
+                "--arg {name}=...: the PyTorch model's forward has no argument '{name}' (its arguments: {})",
                 args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
             ),
         }
@@ -144,7 +144,7 @@ fn read_torch_archive(path: &Path, args: &[TorchArg]) -> Result<BTreeMap<String,
     }
     if let Some(extra) = arrays.keys().find(|k| !names.contains(k)) {
         bail!(
-            "{} holds array '{extra}', which is not a TorchScript forward argument (arguments: {})",
+            "{} holds array '{extra}', which is not a forward argument of the PyTorch model (arguments: {})",
             path.display(),
             names.join(", ")
         );
@@ -223,7 +223,7 @@ impl Builder<'_> {
                 let path = self.torch_archive_path.expect("archive read").display();
                 let input = sample.inputs.iter_mut().find(|i| i.name == link.onnx)?;
                 input.torch_differs = Some(format!(
-                    "TorchScript's '{slot}' was given {path}[{slot}] ({} {}) instead of this input ({} {}); the two inputs differ and are not compared",
+                    "PyTorch's '{slot}' was given {path}[{slot}] ({} {}) instead of this input ({} {}); the two inputs differ and are not compared",
                     t.dtype(),
                     format_shape(&t.shape),
                     input.dtype,
@@ -253,7 +253,7 @@ impl Builder<'_> {
         }
         if let Some(slot) = missing.first() {
             bail!(
-                "TorchScript reads '{slot}' but no ONNX input is named '{}'; say which input it is with --map {slot}=INPUT, or give TorchScript's data with --torch-inputs FILE.npz (an array named '{slot}')",
+                "PyTorch reads '{slot}' but no ONNX input is named '{}'; say which input it is with --map {slot}=INPUT, or give PyTorch's data with --torch-inputs FILE.npz (an array named '{slot}')",
                 slot.rsplit('.').next().unwrap_or(slot)
             );
         }
@@ -272,7 +272,7 @@ impl Builder<'_> {
                 by_index.sort_by_key(|(k, _)| *k);
                 if by_index.iter().enumerate().any(|(i, (k, _))| i != *k) {
                     bail!(
-                        "TorchScript argument '{}' is {}, but its graph reads only some of its elements, so align-check cannot build all of them",
+                        "forward argument '{}' is {}, but its graph reads only some of its elements, so align-check cannot build all of them",
                         arg.name,
                         describe(&arg.ty)
                     );
@@ -314,7 +314,7 @@ impl Builder<'_> {
                 return Ok(ArgValue::Default);
             }
             bail!(
-                "TorchScript argument '{name}' is {}, which align-check cannot build and which has no default",
+                "forward argument '{name}' is {}, which align-check cannot build and which has no default",
                 describe(&arg.ty)
             );
         }
@@ -361,7 +361,7 @@ impl Builder<'_> {
             return Ok(ArgValue::None);
         }
         bail!(
-            "TorchScript argument '{name}' is {} that no ONNX input gives and that has no default; pass --arg {name}=VALUE (or a 0-d array '{name}' in --inputs)",
+            "forward argument '{name}' is {} that no ONNX input gives and that has no default; pass --arg {name}=VALUE (or a 0-d array '{name}' in --inputs)",
             describe(&arg.ty)
         )
     }
@@ -422,9 +422,9 @@ fn torch_only_input(name: &str, one: &InputRequest, position: usize) -> Result<R
         converted_from: None,
         nonfinite: super::count_nonfinite(&tensor),
         torch_only: Some(if placeholder {
-            format!("{UNUSED_NOTE}; TorchScript was given a placeholder (0-d float32), as its graph does not read it either")
+            format!("{UNUSED_NOTE}; PyTorch was given a placeholder (0-d float32), as its graph does not read it either")
         } else {
-            format!("{UNUSED_NOTE}; TorchScript was given the data named for it")
+            format!("{UNUSED_NOTE}; PyTorch was given the data named for it")
         }),
         onnx_only: None,
         torch_differs: None,
@@ -474,7 +474,7 @@ pub fn in_module_dtype(values: &[ArgValue], parameter_dtype: Option<DType>) -> V
 pub fn explain_run_error(err: anyhow::Error, placeholders: &[String]) -> anyhow::Error {
     match placeholders.first() {
         Some(name) => anyhow!(
-            "forward argument '{name}' is not an input of the ONNX model and TorchScript failed on a placeholder for it ({err}); pass --input {name}=file.npy or --shape {name}=..."
+            "forward argument '{name}' is not an input of the ONNX model and PyTorch failed on a placeholder for it ({err}); pass --input {name}=file.npy or --shape {name}=..."
         ),
         None => err,
     }

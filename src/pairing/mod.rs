@@ -163,7 +163,7 @@ pub fn pair_reading(torch: &Capture, onnx: &Capture, read_back: ReadBack) -> Res
     .finish(&mut p);
     if p.coverage.torch_layers_total >= 3 && p.coverage.torch_ratio() < MIN_PLAUSIBLE_COVERAGE {
         bail!(
-            "the two models do not look like the same network: only {} of {} TorchScript layers \
+            "the two models do not look like the same network: only {} of {} PyTorch layers \
              found an ONNX counterpart (run `align-check inspect` on each file to compare them)",
             p.coverage.torch_layers_paired,
             p.coverage.torch_layers_total
@@ -195,7 +195,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
     let (to, oo) = (torch.outputs(), onnx.outputs());
     if to.len() != oo.len() {
         bail!(
-            "the models return different outputs: TorchScript returns {} tensor(s), ONNX has {} output(s) ({})",
+            "the models return different outputs: PyTorch returns {} tensor(s), ONNX has {} output(s) ({})",
             to.len(),
             oo.len(),
             oo.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
@@ -204,7 +204,7 @@ fn pair_boundary(torch: &Capture, onnx: &Capture, p: &mut Pairing) -> Result<()>
     for (n, (t, o)) in to.iter().zip(&oo).enumerate() {
         if t.shape.iter().product::<usize>() != o.shape.iter().product::<usize>() {
             bail!(
-                "output {n} differs in shape: TorchScript {} vs ONNX '{}' {}; the models do not compute the same thing",
+                "output {n} differs in shape: PyTorch {} vs ONNX '{}' {}; the models do not compute the same thing",
                 format_shape(&t.shape),
                 o.name,
                 format_shape(&o.shape)

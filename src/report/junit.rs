@@ -386,7 +386,7 @@ mod tests {
             "unpaired TorchScript v7 [aten::mul] in blocks.0.norm: its ONNX value /fc/MatMul \
              lacks the bias, which a later node adds\n\
              unpaired ONNX /x/Mul [aten::mul] in blocks.0.norm: scope 'blocks.0.extra' has no \
-             TorchScript module call to match"
+             PyTorch module call to match"
         );
     }
 }

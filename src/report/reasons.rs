@@ -123,19 +123,19 @@ impl fmt::Display for UnpairedReason {
             }
             ReachesNoOutput => f.write_str(
                 "no compared output is computed from it (the module's next state, or an output \
-                 only TorchScript returns)",
+                 only PyTorch returns)",
             ),
             PreparesOnnxInput { input } => write!(
                 f,
                 "prepares the input ONNX Runtime was given as '{input}' (equal to it): the \
-                 TorchScript module does that itself"
+                 PyTorch model does that itself"
             ),
             NoTorchCall { scope } => {
-                write!(f, "scope '{scope}' has no TorchScript module call to match")
+                write!(f, "scope '{scope}' has no PyTorch module call to match")
             }
             NoCompatibleTorchOp { scope } => write!(
                 f,
-                "no TorchScript op of a compatible kind and shape in scope '{scope}'"
+                "no PyTorch op of a compatible kind and shape in scope '{scope}'"
             ),
             NotALayer => f.write_str("not a layer"),
         }

@@ -110,7 +110,7 @@ fn check_placeholders_unread(
         let slot = slot_of(&capture.values[r]);
         if placeholders.contains(&slot) {
             bail!(
-                "forward argument '{slot}' is not an input of the ONNX model, but TorchScript reads it ({} computes value '{}' from it), so align-check has no data for it; pass --input {slot}=file.npy or --shape {slot}=...",
+                "forward argument '{slot}' is not an input of the ONNX model, but the PyTorch model reads it ({} computes value '{}' from it), so align-check has no data for it; pass --input {slot}=file.npy or --shape {slot}=...",
                 v.op,
                 v.name
             );
@@ -146,7 +146,7 @@ pub fn align_outputs(torch: &mut Capture, onnx: &mut Capture) -> Result<Vec<OneS
         let numel = |s: &[usize]| s.iter().product::<usize>();
         if numel(&tv.shape) != numel(&ov.shape) {
             bail!(
-                "output '{}' of TorchScript is {} but ONNX output '{}' it is matched with is {}; the models were given different inputs or do not compute the same thing (when they take their inputs in different conventions, give each its own with --torch-inputs and --onnx-inputs; when the arguments are mapped wrongly, use --map)",
+                "PyTorch output '{}' is {} but ONNX output '{}' it is matched with is {}; the models were given different inputs or do not compute the same thing (when they take their inputs in different conventions, give each its own with --torch-inputs and --onnx-inputs; when the arguments are mapped wrongly, use --map)",
                 tv.name,
                 crate::capture::tensor::format_shape(&tv.shape),
                 ov.name,

@@ -166,7 +166,7 @@ impl Placing {
     ) -> Result<()> {
         for (slot, onnx) in maps {
             let Some(s) = slots.iter().position(|s| &s.name == slot) else {
-                bail!("--map {slot}={onnx}: TorchScript forward has no argument '{slot}' (its arguments: {})", names_of(slots.iter().map(|s| s.name.as_str())));
+                bail!("--map {slot}={onnx}: the PyTorch model's forward has no argument '{slot}' (its arguments: {})", names_of(slots.iter().map(|s| s.name.as_str())));
             };
             let Some(i) = inputs.iter().position(|i| &i.name == onnx) else {
                 bail!(
@@ -221,7 +221,7 @@ impl Placing {
         for (&s, &i) in left_slots.iter().zip(&left_inputs) {
             if slots[s].scalar && !inputs[i].one_element {
                 bail!(
-                    "by position, TorchScript argument '{}' (a number) would take ONNX input '{}', which is not a one-element tensor; say which input it takes with --map {}=INPUT",
+                    "by position, forward argument '{}' (a number) would take ONNX input '{}', which is not a one-element tensor; say which input it takes with --map {}=INPUT",
                     slots[s].name,
                     inputs[i].name,
                     slots[s].name
@@ -256,7 +256,7 @@ impl Placing {
             format!(" (module state that an ONNX input may carry: {state})")
         };
         format!(
-            "cannot tell which TorchScript argument takes which ONNX input: after matching by name, argument(s) {} are left for ONNX input(s) {}, and position does not settle {} arguments among {} inputs; say which with --map ARG=INPUT (e.g. --map {}={}){state}",
+            "cannot tell which forward argument takes which ONNX input: after matching by name, argument(s) {} are left for ONNX input(s) {}, and position does not settle {} arguments among {} inputs; say which with --map ARG=INPUT (e.g. --map {}={}){state}",
             ls.join(", "),
             li.join(", "),
             ls.len(),

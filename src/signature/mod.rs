@@ -109,7 +109,7 @@ impl SignatureReport {
         }
         if !state_writes.is_empty() {
             notes.push(format!(
-                "TorchScript's forward updates its own state ({}): each run starts from the state the module was loaded with",
+                "the PyTorch model's forward updates its own state ({}): each run starts from the state the module was loaded with",
                 state_writes.join(", ")
             ));
         }
@@ -151,7 +151,7 @@ impl SignatureReport {
                 match (&e.torch, &e.onnx) {
                     (Some(t), Some(o)) => format!("{t} ← {o}{value}"),
                     (None, Some(o)) => format!("(ONNX only) {o}"),
-                    (Some(t), None) => format!("{t} (TorchScript only){value}"),
+                    (Some(t), None) => format!("{t} (PyTorch only){value}"),
                     (None, None) => String::new(),
                 }
             })

@@ -118,7 +118,7 @@ fn captured_values_equal_what_the_program_computes_in_python() {
         let name = entry["name"].as_str().unwrap();
         let expected: HashMap<String, HostTensor> =
             read_npz(&fixture("pt2").join(name).join("values.npz"))
-                .unwrap()
+                .expect("values.npz is made on each machine: run scripts/make_pt2_values.py")
                 .into_iter()
                 .collect();
         let model = TorchModel::load(&archive(name)).unwrap();
@@ -372,5 +372,17 @@ fn every_report_names_the_reference_an_exported_program() {
     ] {
         assert!(content.contains("ExportedProgram"), "{what}: {content}");
         assert!(!content.contains("TorchScript"), "{what} says TorchScript");
+    }
+}
+
+#[test]
+fn signature_mistakes_on_an_exported_program_never_name_torchscript() {
+    let name = "fault_gelu";
+    let onnx = fixture(name).join("model.onnx");
+    for extra in [&["--map", "nope=x"][..], &["--arg", "nope=2"][..]] {
+        let (code, _, text) = run(&archive(name), &onnx, extra);
+        assert_eq!(code, 2, "{extra:?}: {text}");
+        assert!(text.contains("'nope'"), "{extra:?}: {text}");
+        assert!(!text.contains("TorchScript"), "{extra:?}: {text}");
     }
 }
