@@ -192,13 +192,16 @@ def export_pt2(spec, args):
 
 def reference_model(folder, record, reference):
     """The reference file a pair is checked against, or None when it has none (no .pt2, or a
-    pair with its own TorchScript, which the model's .pt2 is no twin of)."""
+    pair with its own TorchScript, which the model's .pt2, beside another TorchScript, is no
+    twin of)."""
     if reference == "torchscript":
         return record["pt"]
     from sweep import pt2
-    if os.path.abspath(record["pt"]) != os.path.abspath(os.path.join(folder, "model.pt")):
+    path = pt2.pt2_path(folder)
+    if path is None or os.path.dirname(os.path.abspath(record["pt"])) != \
+            os.path.dirname(os.path.abspath(path)):
         return None
-    return pt2.pt2_path(folder)
+    return path
 
 
 def clean_check(spec, pair, args, binary_id, rerun, reference="torchscript"):

@@ -197,12 +197,25 @@ def export_onnx_pair(model, inputs, exporter, pair_folder):
     return {"exporter": exporter, "opset": opset, "export_s": time.time() - start}
 
 
-def ultralytics_pair(spec, folder, log):
-    """Ultralytics' own exporters, on the calibrated model: format=torchscript and format=onnx
-    (Conv+BN fused by the library before tracing; onnxslim applied by the library)."""
+def calibrated_ultralytics(spec):
+    """The Ultralytics model object of a spec, seeded and with its BatchNorm recalibrated
+    (the calibration record beside it); its exporters fuse Conv+BN themselves."""
     import torch
     from ultralytics import RTDETR, YOLO
     build_spec = spec["build"]
+    torch.manual_seed(0)
+    if build_spec["yaml"].startswith("rtdetr"):
+        yolo = RTDETR(build_spec["yaml"])  # its own class; it takes no task
+    else:
+        yolo = YOLO(build_spec["yaml"], task=build_spec["task"])
+    model = yolo.model
+    batches = [calibration.make_inputs(spec["inputs"], 2, s) for s in range(1, 5)]
+    return yolo, calibration.calibrate(model, lambda b: model(b["images"]), batches)
+
+
+def ultralytics_pair(spec, folder, log):
+    """Ultralytics' own exporters, on the calibrated model: format=torchscript and format=onnx
+    (Conv+BN fused by the library before tracing; onnxslim applied by the library)."""
     size = spec["inputs"]["size"]
     pair_folder = os.path.join(folder, "ultralytics")
     os.makedirs(pair_folder, exist_ok=True)
@@ -210,14 +223,7 @@ def ultralytics_pair(spec, folder, log):
     with tempfile.TemporaryDirectory() as tmp, quiet():
         os.chdir(tmp)  # the exporter writes next to the yaml's name, in the working directory
         try:
-            torch.manual_seed(0)
-            if build_spec["yaml"].startswith("rtdetr"):
-                yolo = RTDETR(build_spec["yaml"])  # its own class; it takes no task
-            else:
-                yolo = YOLO(build_spec["yaml"], task=build_spec["task"])
-            model = yolo.model
-            batches = [calibration.make_inputs(spec["inputs"], 2, s) for s in range(1, 5)]
-            record = calibration.calibrate(model, lambda b: model(b["images"]), batches)
+            yolo, record = calibrated_ultralytics(spec)
             start = time.time()
             ts = yolo.export(format="torchscript", imgsz=size, device="cpu")
             ox = yolo.export(format="onnx", imgsz=size, device="cpu")
