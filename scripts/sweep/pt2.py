@@ -46,9 +46,15 @@ def pt2_path(folder):
 def _load_weights(model, pt_path):
     """Copies the TorchScript's parameters and buffers into the rebuilt module; returns what
     did not match (an empty list when every tensor came from model.pt)."""
+    import collections
+
     import torch
-    ts = torch.jit.load(pt_path)
-    result = model.load_state_dict(ts.state_dict(), strict=False)
+    weights = collections.OrderedDict(torch.jit.load(pt_path).state_dict())
+    # A TorchScript module's state_dict carries no module versions; a module whose loader
+    # reads its version (torchvision's MNASNet rewrites a version-1 checkpoint's channel
+    # counts) must see the rebuilt module's own, which the TorchScript was traced from.
+    weights._metadata = model.state_dict()._metadata
+    result = model.load_state_dict(weights, strict=False)
     return list(result.missing_keys) + list(result.unexpected_keys)
 
 

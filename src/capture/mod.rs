@@ -24,7 +24,7 @@ use crate::capture::tensor::{DType, HostTensor};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Which runtime a capture came from. TorchScript is always the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -193,5 +193,17 @@ impl Capture {
             _ => usize::MAX,
         });
         v
+    }
+
+    /// Ids of the values some graph output is computed from (the outputs included).
+    pub fn reaching_outputs(&self) -> HashSet<usize> {
+        let mut seen = HashSet::new();
+        let mut stack: Vec<usize> = self.outputs().iter().map(|v| v.id).collect();
+        while let Some(id) = stack.pop() {
+            if seen.insert(id) {
+                stack.extend(self.values[id].inputs.iter().copied());
+            }
+        }
+        seen
     }
 }

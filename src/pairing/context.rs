@@ -14,6 +14,9 @@ pub(super) struct PairCx<'a> {
     pub(super) onnx: &'a Capture,
     pub(super) onnx_keys: Vec<Option<GroupKey>>,
     pub(super) torch_groups: BTreeMap<GroupKey, Vec<usize>>,
+    /// Values of each call that no compared output is computed from (`unused_values`): in
+    /// no group the passes read, listed and counted when pairing finishes.
+    pub(super) unused_groups: BTreeMap<GroupKey, Vec<usize>>,
     pub(super) onnx_groups: BTreeMap<GroupKey, Vec<usize>>,
     /// Modules with child modules: their groups hold functional ops, not a module output.
     pub(super) torch_parents: HashSet<String>,
@@ -43,6 +46,7 @@ impl<'a> PairCx<'a> {
             torch,
             onnx,
             torch_groups: w.torch_groups,
+            unused_groups: w.unused_groups,
             onnx_groups: w.onnx_groups,
             onnx_keys: w.onnx_keys,
             torch_parents: w.torch_parents,

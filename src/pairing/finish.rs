@@ -26,6 +26,7 @@ impl Pairer<'_> {
             .collect();
         self.account_folded_constants();
         let mut cov = Coverage::default();
+        self.account_unused(&mut cov);
         self.torch_coverage(&mut cov);
         p.unpaired.extend(self.torch_unpaired());
         p.unpaired.extend(self.onnx_coverage(&mut cov));
@@ -39,6 +40,28 @@ impl Pairer<'_> {
         for &t in &self.cx.kept_constants {
             if !self.state.is_paired(t) {
                 self.state.leave(t, UnpairedReason::FoldedConstant);
+            }
+        }
+    }
+
+    /// The values set apart as unused (`unused_values`): left with their reason, and counted
+    /// as the groups are (a leaf module call once), covered.
+    fn account_unused(&mut self, cov: &mut Coverage) {
+        for (key, ids) in &self.cx.unused_groups {
+            let counted = if self.cx.is_leaf_group(key) && !self.cx.torch_groups.contains_key(key) {
+                1
+            } else if self.cx.is_leaf_group(key) {
+                0 // the call's live output counts it
+            } else {
+                ids.len()
+            };
+            cov.torch_layers_total += counted;
+            cov.torch_layers_paired += counted;
+            // A pass that reads every value rather than the groups may still have paired one.
+            for &t in ids {
+                if !self.state.is_paired(t) {
+                    self.state.leave(t, UnpairedReason::ReachesNoOutput);
+                }
             }
         }
     }

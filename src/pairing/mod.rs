@@ -46,6 +46,7 @@ mod state;
 mod taken_part;
 mod trace;
 mod uncalled_levels;
+mod unused_values;
 mod value_memo;
 mod wide_scan;
 mod wiring;

@@ -9,7 +9,7 @@ use super::scopes::{assign_keys, key_path, known_paths, parent_paths, GroupKey};
 use super::{
     collapsed_children, common_root, computed_constants, constant_calls, constant_values,
     export_order, is_layer_candidate, node_names, parent_calls, repeated_calls, shared_instances,
-    uncalled_levels,
+    uncalled_levels, unused_values,
 };
 use crate::capture::{Capture, CapturedValue};
 use std::collections::{BTreeMap, HashSet};
@@ -32,6 +32,8 @@ pub(super) struct ScopeWork<'a> {
     /// TorchScript values no input reaches that are compared all the same.
     pub kept_constants: Vec<usize>,
     pub torch_groups: BTreeMap<GroupKey, Vec<usize>>,
+    /// TorchScript values of each call that no compared output is computed from.
+    pub unused_groups: BTreeMap<GroupKey, Vec<usize>>,
     pub onnx_groups: BTreeMap<GroupKey, Vec<usize>>,
     pub onnx_has_scopes: bool,
     pub onnx_export_ranks: Option<Vec<usize>>,
@@ -105,6 +107,11 @@ pub(super) const SCOPE_STEPS: &[ScopeStep] = &[
         name: "repeated_calls",
         run: split_repeated_calls,
     },
+    // What no compared output is computed from has no ONNX twin: set apart, never paired.
+    ScopeStep {
+        name: "unused_values",
+        run: |w| w.unused_groups = unused_values::set_apart(w.torch, &mut w.torch_groups),
+    },
 ];
 
 /// Values that are no layer (inputs, outputs, shape bookkeeping) take no call key.
@@ -126,6 +133,7 @@ impl<'a> ScopeWork<'a> {
             constant: vec![],
             kept_constants: vec![],
             torch_groups: BTreeMap::new(),
+            unused_groups: BTreeMap::new(),
             onnx_groups: BTreeMap::new(),
             onnx_has_scopes: false,
             onnx_export_ranks: None,

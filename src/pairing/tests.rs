@@ -874,9 +874,47 @@ fn multi_output_values_and_indices_pair_by_kind_of_number() {
     o.values[ov].shape = vec![1, 2];
     o.values[ox].shape = vec![1, 2];
     o.output(0, oc);
+    // Both TopK outputs are returned: a value no output reads has no twin to meet.
+    t.output(1, tv);
+    t.output(2, tx);
+    o.output(1, ov);
+    o.output(2, ox);
     let p = pair(&t.build(), &o.build()).unwrap();
     assert_eq!(pair_of(&p, tv).map(|q| q.onnx), Some(ov));
     assert_ne!(pair_of(&p, tx).map(|q| q.onnx), Some(ov));
+}
+
+/// A program that keeps a value nobody reads (RAFT's flow upsampled after each refinement
+/// step), equal bit for bit to a live one and computed before it: the unused value is set
+/// apart, so the live one meets the ONNX twin, and it is listed as covered.
+#[test]
+fn an_unused_value_equal_to_a_live_one_never_takes_its_twin() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[0.3, 0.9, 0.1]);
+    let tc = t.op("aten::_convolution", "conv", &[ti], &[0.6, 1.8, 0.2]);
+    let unused = t.op("aten::sub", "", &[tc], &[0.5, 1.7, 0.1]);
+    let live = t.op("aten::sub", "", &[tc], &[0.5, 1.7, 0.1]);
+    let tr = t.op("aten::relu", "", &[live], &[0.5, 1.7, 0.1]);
+    t.output(0, tr);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[0.3, 0.9, 0.1]);
+    let oc = o.op("Conv", "conv", &[oi], &[0.6, 1.8, 0.2]);
+    let os = o.op("Sub", "", &[oc], &[0.5, 1.7, 0.1]);
+    let or = o.op("Relu", "", &[os], &[0.5, 1.7, 0.1]);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, live).map(|q| q.onnx), Some(os));
+    assert!(pair_of(&p, unused).is_none());
+    let u = p.unpaired.iter().find(|u| u.id == unused).unwrap();
+    assert!(u.accounted, "{:?}", u.reason);
+    assert_eq!(u.reason, UnpairedReason::ReachesNoOutput);
+    assert_eq!(
+        (
+            p.coverage.torch_layers_paired,
+            p.coverage.torch_layers_total
+        ),
+        (4, 4)
+    );
 }
 
 /// The TorchScript traced through a harness (`model.` in front of every path), the ONNX

@@ -10,14 +10,14 @@
 //! such as BERT's pooler), recognised by the dataflow. Each accounted value counts as one
 //! covered layer (never more than the total).
 
-use crate::capture::{Capture, Side, ValueRole};
+use crate::capture::{Capture, Side};
 use crate::pairing::{Pairing, UnpairedReason};
 use std::collections::HashSet;
 
 /// Marks the qualifying unpaired TorchScript values accounted, with the reason, and counts
 /// them as covered.
 pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture) {
-    let used = reaching_outputs(torch);
+    let used = torch.reaching_outputs();
     let paired_onnx: HashSet<usize> = pairing.inputs.iter().map(|p| p.onnx).collect();
     let one_sided_inputs: Vec<_> = onnx
         .inputs()
@@ -54,21 +54,4 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
             c.torch_layers_paired = (c.torch_layers_paired + 1).min(c.torch_layers_total);
         }
     }
-}
-
-/// Ids of the values some graph output is computed from.
-fn reaching_outputs(capture: &Capture) -> HashSet<usize> {
-    let mut seen = HashSet::new();
-    let mut stack: Vec<usize> = capture
-        .values
-        .iter()
-        .filter(|v| matches!(v.role, ValueRole::Output(_)))
-        .map(|v| v.id)
-        .collect();
-    while let Some(id) = stack.pop() {
-        if seen.insert(id) {
-            stack.extend(capture.values[id].inputs.iter().copied());
-        }
-    }
-    seen
 }
