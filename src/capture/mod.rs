@@ -164,6 +164,10 @@ pub struct Capture {
     /// read these instead (a size returned next to a tensor, `x, (H, W)`, is not computed
     /// from `x`; a query returned beside a value feeds only the query projection).
     pub element_inputs: BTreeMap<usize, Vec<usize>>,
+    /// Whether values were computed inside control flow (a scripted loop's or if's block):
+    /// their dataflow to the outputs runs through lists built across iterations, which the
+    /// value inputs do not always record, so the outputs' ancestry is not complete.
+    pub control_flow: bool,
 }
 
 impl Capture {
@@ -195,15 +199,22 @@ impl Capture {
         v
     }
 
-    /// Ids of the values some graph output is computed from (the outputs included).
-    pub fn reaching_outputs(&self) -> HashSet<usize> {
+    /// Ids of the values some graph output is computed from (the outputs included); `None`
+    /// when an output does not name the value that produced it (a run whose returned leaves
+    /// the capture could not match to graph values), so that nothing is taken for unused
+    /// only because the dataflow to the outputs is not known.
+    pub fn reaching_outputs(&self) -> Option<HashSet<usize>> {
+        let outputs = self.outputs();
+        if outputs.is_empty() || outputs.iter().any(|v| v.inputs.is_empty()) {
+            return None;
+        }
         let mut seen = HashSet::new();
-        let mut stack: Vec<usize> = self.outputs().iter().map(|v| v.id).collect();
+        let mut stack: Vec<usize> = outputs.iter().map(|v| v.id).collect();
         while let Some(id) = stack.pop() {
             if seen.insert(id) {
                 stack.extend(self.values[id].inputs.iter().copied());
             }
         }
-        seen
+        Some(seen)
     }
 }

@@ -81,6 +81,7 @@ mod tests {
             ],
             uncapturable: vec![],
             element_inputs: Default::default(),
+            control_flow: false,
         };
         let fed: HashSet<&str> = HashSet::from(["v1"]);
         assert_eq!(

@@ -153,6 +153,7 @@ mod tests {
             ],
             uncapturable: vec![],
             element_inputs: Default::default(),
+            control_flow: false,
         };
         let pairing = Pairing {
             inputs: vec![pair(0)],

@@ -333,6 +333,7 @@ impl OnnxRunner {
             values: described.values,
             uncapturable: described.uncapturable,
             element_inputs: Default::default(),
+            control_flow: false,
         })
     }
 

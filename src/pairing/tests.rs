@@ -106,6 +106,7 @@ impl Builder {
             values: self.values,
             uncapturable: vec![],
             element_inputs: Default::default(),
+            control_flow: false,
         }
     }
 }
@@ -915,6 +916,48 @@ fn an_unused_value_equal_to_a_live_one_never_takes_its_twin() {
         ),
         (4, 4)
     );
+}
+
+/// Inside control flow (a scripted loop) the outputs' ancestry is not complete: nothing is
+/// set apart, and a value that reads as unused is still paired and compared.
+#[test]
+fn a_capture_with_control_flow_sets_nothing_apart() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[0.3, 0.9, 0.1]);
+    let tc = t.op("aten::_convolution", "conv", &[ti], &[0.6, 1.8, 0.2]);
+    let looks_unused = t.op("aten::relu", "", &[tc], &[0.6, 1.8, 0.2]);
+    t.output(0, tc);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[0.3, 0.9, 0.1]);
+    let oc = o.op("Conv", "conv", &[oi], &[0.6, 1.8, 0.2]);
+    let or = o.op("Relu", "", &[oc], &[0.6, 1.8, 0.2]);
+    o.output(0, oc);
+    let mut torch = t.build();
+    torch.control_flow = true;
+    let p = pair(&torch, &o.build()).unwrap();
+    assert_eq!(pair_of(&p, looks_unused).map(|q| q.onnx), Some(or));
+}
+
+/// A capture whose dataflow to the output is cut (a value recorded without its producer)
+/// makes most values look unused: none is set apart, and they pair as before, rather than
+/// leaving nothing compared while everything counts as covered.
+#[test]
+fn values_behind_a_cut_in_the_dataflow_are_not_taken_for_unused() {
+    let mut t = Builder::new(Side::Torch);
+    let ti = t.input(0, &[0.3, 0.9, 0.1]);
+    let c1 = t.op("aten::_convolution", "conv1", &[ti], &[0.6, 1.8, 0.2]);
+    let c2 = t.op("aten::_convolution", "conv2", &[c1], &[1.2, 3.6, 0.4]);
+    let cut = t.op("aten::relu", "", &[], &[1.2, 3.6, 0.4]);
+    t.output(0, cut);
+    let mut o = Builder::new(Side::Onnx);
+    let oi = o.input(0, &[0.3, 0.9, 0.1]);
+    let o1 = o.op("Conv", "conv1", &[oi], &[0.6, 1.8, 0.2]);
+    let o2 = o.op("Conv", "conv2", &[o1], &[1.2, 3.6, 0.4]);
+    let or = o.op("Relu", "", &[o2], &[1.2, 3.6, 0.4]);
+    o.output(0, or);
+    let p = pair(&t.build(), &o.build()).unwrap();
+    assert_eq!(pair_of(&p, c1).map(|q| q.onnx), Some(o1));
+    assert_eq!(pair_of(&p, c2).map(|q| q.onnx), Some(o2));
 }
 
 /// The TorchScript traced through a harness (`model.` in front of every path), the ONNX

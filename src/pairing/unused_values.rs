@@ -14,17 +14,32 @@ use crate::capture::Capture;
 use std::collections::BTreeMap;
 
 /// Moves the values of `groups` that reach no graph output of `torch` into the returned
-/// groups (same keys); a group left empty is removed. Without outputs (a capture that
-/// returns nothing comparable) nothing is moved.
+/// groups (same keys); a group left empty is removed. When the dataflow to the outputs is
+/// not known (no outputs, an output whose producer the capture could not name, control
+/// flow, or most values unreached) nothing is moved: a live value would look unused, and
+/// would not be compared.
 pub(super) fn set_apart(
     torch: &Capture,
     groups: &mut BTreeMap<GroupKey, Vec<usize>>,
 ) -> BTreeMap<GroupKey, Vec<usize>> {
     let mut unused = BTreeMap::new();
-    if torch.outputs().is_empty() {
+    // Inside control flow the outputs' ancestry runs through lists built across iterations
+    // (a scripted decoder's per-step logits appended, then stacked), which value inputs do
+    // not always record: a live value could look unused.
+    if torch.control_flow {
         return unused;
     }
-    let used = torch.reaching_outputs();
+    let Some(used) = torch.reaching_outputs() else {
+        return unused;
+    };
+    // Dead code is a small part of a real program; most values unused means the captured
+    // dataflow is broken somewhere (a value whose producer was not recorded), and setting
+    // them apart would leave nothing compared while counting everything covered.
+    let candidates: Vec<usize> = groups.values().flatten().copied().collect();
+    let dead = candidates.iter().filter(|id| !used.contains(id)).count();
+    if dead * 2 > candidates.len() {
+        return unused;
+    }
     groups.retain(|key, ids| {
         let (live, dead): (Vec<usize>, Vec<usize>) = ids.iter().partition(|id| used.contains(id));
         if !dead.is_empty() {

@@ -181,6 +181,7 @@ mod tests {
             values,
             uncapturable: vec![],
             element_inputs: Default::default(),
+            control_flow: false,
         }
     }
 

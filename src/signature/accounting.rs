@@ -17,6 +17,7 @@ use std::collections::HashSet;
 /// Marks the qualifying unpaired TorchScript values accounted, with the reason, and counts
 /// them as covered.
 pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture) {
+    // Unknown dataflow to the outputs accounts nothing as unused.
     let used = torch.reaching_outputs();
     let paired_onnx: HashSet<usize> = pairing.inputs.iter().map(|p| p.onnx).collect();
     let one_sided_inputs: Vec<_> = onnx
@@ -29,7 +30,7 @@ pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture)
             continue;
         }
         let v = &torch.values[u.id];
-        let reason = if !used.contains(&v.id) {
+        let reason = if used.as_ref().is_some_and(|used| !used.contains(&v.id)) {
             Some(UnpairedReason::ReachesNoOutput)
         } else if !u.module.is_empty() {
             None

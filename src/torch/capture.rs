@@ -370,6 +370,7 @@ impl TorchModel {
             values,
             uncapturable,
             element_inputs,
+            control_flow: metas.iter().any(|m| !m.block.is_empty()),
         })
     }
 

@@ -365,18 +365,7 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
             writeln!(args, "{} {value}", hex(&input.name))?;
         }
     }
-    // What the node reads, and what in-place ops wrote into it before.
-    let written = read
-        .iter()
-        .flat_map(|n| (b.writes.get(b.base_of(n))).into_iter().flatten().copied());
-    let producers: Vec<usize> = (read.iter().filter_map(|n| b.ids.get(n).copied()))
-        .chain(written.collect::<Vec<_>>())
-        .fold(Vec::new(), |mut acc, id| {
-            if !acc.contains(&id) {
-                acc.push(id);
-            }
-            acc
-        });
+    let producers = producers_of(b, &read);
     let first_read = node.inputs.first().and_then(|i| {
         let mut names = Vec::new();
         names_in(&i.arg, &mut |n| names.push(n));
@@ -421,6 +410,34 @@ fn call(b: &mut Builder, k: usize, node: &Node) -> Result<()> {
     };
     b.lines = format!("{head}{args}{ret}\n{captures}");
     Ok(())
+}
+
+/// The capture ids a node computes from: what it reads, and what in-place ops wrote into
+/// those tensors before.
+fn producers_of(b: &Builder, read: &[String]) -> Vec<usize> {
+    let written = read
+        .iter()
+        .flat_map(|n| (b.writes.get(b.base_of(n))).into_iter().flatten().copied());
+    let mut producers: Vec<usize> = (read.iter().filter_map(|n| b.ids.get(n).copied()))
+        .chain(written.collect::<Vec<_>>())
+        .fold(Vec::new(), |mut acc, id| {
+            if !acc.contains(&id) {
+                acc.push(id);
+            }
+            acc
+        });
+    // An in-place op on a view made only for it (`dropout_` on a `flatten`, which is then
+    // not captured) reads that view's base: without it the op, and everything computed
+    // from it, would seem to come from nothing.
+    if producers.is_empty() {
+        producers.extend(
+            (read.iter())
+                .filter(|n| b.handles.contains(n.as_str()))
+                .filter_map(|n| b.ids.get(b.base_of(n)).copied()),
+        );
+        producers.dedup();
+    }
+    producers
 }
 
 /// Records what a node's results alias: a view's results view its first argument's base; an
@@ -697,5 +714,51 @@ mod tests {
         );
         assert_eq!(b.out[id("written")].inputs, [x]);
         assert_eq!(b.out[id("y")].inputs, [id("buf"), id("written")]);
+    }
+
+    /// `y = dropout_(flatten(x)); z = linear(y)`, as torchvision's classifiers export: the
+    /// flatten is only a handle the in-place op writes through, so it is not captured, and
+    /// the dropout read as computed from nothing, which cut the dataflow from the output to
+    /// every layer above it.
+    #[test]
+    fn an_in_place_op_on_a_write_handle_reads_the_handles_base() {
+        let node = |text: &str| -> Node { serde_json::from_str(text).unwrap() };
+        let tensor = |name: &str| format!(r#"{{"as_tensor": {{"name": "{name}"}}}}"#);
+        let arg = |name: &str, value: String| format!(r#"{{"name": "{name}", "arg": {value}}}"#);
+        let call_of = |target: &str, args: Vec<String>, out: &str| {
+            node(&format!(
+                r#"{{"target": "torch.ops.aten.{target}", "inputs": [{}], "outputs": [{}]}}"#,
+                args.join(", "),
+                tensor(out)
+            ))
+        };
+        let mut b = Builder::default();
+        b.slot("x");
+        b.capture("x", None, Vec::new());
+        let nodes = [
+            call_of("relu.default", vec![arg("self", tensor("x"))], "pooled"),
+            call_of(
+                "flatten.using_ints",
+                vec![arg("self", tensor("pooled"))],
+                "flat",
+            ),
+            call_of(
+                "dropout_.default",
+                vec![arg("self", tensor("flat"))],
+                "dropped",
+            ),
+            call_of("relu.default", vec![arg("self", tensor("dropped"))], "z"),
+        ];
+        b.handles = write_handles(&nodes);
+        for (k, n) in nodes.iter().enumerate() {
+            call(&mut b, k, n).unwrap();
+        }
+        let id = |name: &str| b.ids[name];
+        assert!(
+            !b.ids.contains_key("flat"),
+            "only a handle to write through"
+        );
+        assert_eq!(b.out[id("dropped")].inputs, [id("pooled")]);
+        assert_eq!(b.out[id("z")].inputs, [id("dropped")]);
     }
 }
