@@ -78,15 +78,32 @@ fn outputs_gate(outcome: &Outcome) -> Gate {
 
 fn coverage_gate(outcome: &Outcome) -> Gate {
     let c = &outcome.coverage;
+    let (passed, ratio) = coverage_judged(
+        outcome.layers.len(),
+        c.counts.torch_layers_total,
+        c.torch_ratio,
+        c.min_coverage,
+    );
     Gate {
         name: GateName::Coverage,
-        passed: c.torch_ratio >= c.min_coverage,
+        passed,
         finding: GateFinding::Coverage {
-            ratio: c.torch_ratio,
+            ratio,
             min: c.min_coverage,
             reference: outcome.reference.name(),
         },
     }
+}
+
+/// (passed, the share the gate reports) of `total` reference layers counted `ratio` covered,
+/// `compared` of them compared. Layers counted as covered while not one was compared (each
+/// accounted for by a reason, say over a dataflow the capture recorded wrongly) are no
+/// coverage: never a pass.
+fn coverage_judged(compared: usize, total: usize, ratio: f64, min: f64) -> (bool, f64) {
+    if compared == 0 && total > 0 {
+        return (false, 0.0);
+    }
+    (ratio >= min, ratio)
 }
 
 /// `--baseline`: fails where a layer's or an output's error grew more than the allowed factor.
@@ -106,5 +123,21 @@ pub fn baseline_gate(report: &BaselineReport) -> Gate {
             grown,
             largest: report.changes.iter().map(|g| g.growth).reduce(f64::max),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coverage_judged;
+
+    #[test]
+    fn coverage_without_a_single_compared_layer_never_passes() {
+        // 237 of 237 layers counted covered, none compared: an efficientnet .pt2 whose
+        // captured dataflow was cut once read as a pass with 0 layers compared.
+        assert_eq!(coverage_judged(0, 237, 1.0, 0.9), (false, 0.0));
+        assert_eq!(coverage_judged(188, 237, 1.0, 0.9), (true, 1.0));
+        assert_eq!(coverage_judged(10, 237, 0.5, 0.9), (false, 0.5));
+        // A network of its outputs alone has no layer to compare.
+        assert_eq!(coverage_judged(0, 0, 0.0, 0.9).1, 0.0);
     }
 }
