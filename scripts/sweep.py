@@ -440,7 +440,8 @@ def main(argv):
         data["references"] = refs.compare_all(specs, binary_id, pair_names)
         if args.splice_references:
             what = f"--slice {args.slice}" if args.slice else \
-                f"--family {' '.join(args.family or [])}"
+                " ".join(f"--family {f}" for f in args.family or []) + \
+                (f" --limit {args.limit}" if args.limit else "")
             refs.splice(args.splice_references, data["references"],
                         f"This section covers `{what}` alone ({len(specs)} models), not the "
                         "selection the rest of this report is about: `python scripts/sweep.py "
