@@ -674,22 +674,40 @@ mod tests {
         assert_eq!(token, format!("f{:?}", -(f32::MAX as f64)));
     }
 
+    /// A tensor argument's JSON, as the archive writes it.
+    fn tensor(name: &str) -> String {
+        format!(r#"{{"as_tensor": {{"name": "{name}"}}}}"#)
+    }
+
+    /// A named argument's JSON.
+    fn arg(name: &str, value: String) -> String {
+        format!(r#"{{"name": "{name}", "arg": {value}}}"#)
+    }
+
+    /// A call node of `torch.ops.aten.<target>` with one tensor output.
+    fn call_of(target: &str, args: Vec<String>, out: &str) -> Node {
+        let text = format!(
+            r#"{{"target": "torch.ops.aten.{target}", "inputs": [{}], "outputs": [{}]}}"#,
+            args.join(", "),
+            tensor(out)
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Translates `nodes` in order, as `translate` does after finding the write handles.
+    fn translate_nodes(b: &mut Builder, nodes: &[Node]) {
+        b.handles = write_handles(nodes);
+        for (k, n) in nodes.iter().enumerate() {
+            call(b, k, n).unwrap();
+        }
+    }
+
     /// `buf = zeros(..); buf[:, :2] = x; y = relu(buf)`: torch.export keeps the write as a
     /// `slice` of the buffer and a `copy_` into it. The `relu` reads what `copy_` wrote, so
     /// the write is among its producers; without it the relu read as computed from `zeros`
     /// alone, a constant nobody compares. The slice is only a handle to write through.
     #[test]
     fn a_reader_of_a_buffer_written_in_place_reads_the_write() {
-        let node = |text: &str| -> Node { serde_json::from_str(text).unwrap() };
-        let tensor = |name: &str| format!(r#"{{"as_tensor": {{"name": "{name}"}}}}"#);
-        let arg = |name: &str, value: String| format!(r#"{{"name": "{name}", "arg": {value}}}"#);
-        let call_of = |target: &str, args: Vec<String>, out: &str| {
-            node(&format!(
-                r#"{{"target": "torch.ops.aten.{target}", "inputs": [{}], "outputs": [{}]}}"#,
-                args.join(", "),
-                tensor(out)
-            ))
-        };
         let mut b = Builder::default();
         b.slot("x");
         let x = b.capture("x", None, Vec::new());
@@ -703,10 +721,7 @@ mod tests {
             ),
             call_of("relu.default", vec![arg("self", tensor("buf"))], "y"),
         ];
-        b.handles = write_handles(&nodes);
-        for (k, n) in nodes.iter().enumerate() {
-            call(&mut b, k, n).unwrap();
-        }
+        translate_nodes(&mut b, &nodes);
         let id = |name: &str| b.ids[name];
         assert!(
             !b.ids.contains_key("view"),
@@ -722,16 +737,6 @@ mod tests {
     /// every layer above it.
     #[test]
     fn an_in_place_op_on_a_write_handle_reads_the_handles_base() {
-        let node = |text: &str| -> Node { serde_json::from_str(text).unwrap() };
-        let tensor = |name: &str| format!(r#"{{"as_tensor": {{"name": "{name}"}}}}"#);
-        let arg = |name: &str, value: String| format!(r#"{{"name": "{name}", "arg": {value}}}"#);
-        let call_of = |target: &str, args: Vec<String>, out: &str| {
-            node(&format!(
-                r#"{{"target": "torch.ops.aten.{target}", "inputs": [{}], "outputs": [{}]}}"#,
-                args.join(", "),
-                tensor(out)
-            ))
-        };
         let mut b = Builder::default();
         b.slot("x");
         b.capture("x", None, Vec::new());
@@ -749,10 +754,7 @@ mod tests {
             ),
             call_of("relu.default", vec![arg("self", tensor("dropped"))], "z"),
         ];
-        b.handles = write_handles(&nodes);
-        for (k, n) in nodes.iter().enumerate() {
-            call(&mut b, k, n).unwrap();
-        }
+        translate_nodes(&mut b, &nodes);
         let id = |name: &str| b.ids[name];
         assert!(
             !b.ids.contains_key("flat"),
