@@ -98,10 +98,10 @@ fn coverage_gate(outcome: &Outcome) -> Gate {
 /// (passed, the share the gate reports) of `total` reference layers counted `ratio` covered,
 /// `compared` of them compared. Layers counted as covered while not one was compared (each
 /// accounted for by a reason, say over a dataflow the capture recorded wrongly) are no
-/// coverage: never a pass.
+/// coverage: a share of 0, which only `--min-coverage 0` accepts.
 fn coverage_judged(compared: usize, total: usize, ratio: f64, min: f64) -> (bool, f64) {
     if compared == 0 && total > 0 {
-        return (false, 0.0);
+        return (min <= 0.0, 0.0);
     }
     (ratio >= min, ratio)
 }
@@ -135,6 +135,11 @@ mod tests {
         // 237 of 237 layers counted covered, none compared: an efficientnet .pt2 whose
         // captured dataflow was cut once read as a pass with 0 layers compared.
         assert_eq!(coverage_judged(0, 237, 1.0, 0.9), (false, 0.0));
+        assert_eq!(
+            coverage_judged(0, 237, 1.0, 0.0),
+            (true, 0.0),
+            "--min-coverage 0"
+        );
         assert_eq!(coverage_judged(188, 237, 1.0, 0.9), (true, 1.0));
         assert_eq!(coverage_judged(10, 237, 0.5, 0.9), (false, 0.5));
         // A network of its outputs alone has no layer to compare.
