@@ -7,7 +7,9 @@
 //! given prepended), recognised by its data, equal element for element to an ONNX input
 //! TorchScript was not given; and values no compared output is computed from (the module's
 //! next state, which feeds only its own attributes, or an output only TorchScript returns,
-//! such as BERT's pooler), recognised by the dataflow. Each accounted value counts as one
+//! such as BERT's pooler), recognised by the dataflow. Pairing sets most of the latter apart
+//! before its passes (`pairing::unused_values`); this catches the ones it could not (values
+//! in no call group, captures with control flow). Each accounted value counts as one
 //! covered layer (never more than the total).
 
 use crate::capture::{Capture, Side};
@@ -17,7 +19,7 @@ use std::collections::HashSet;
 /// Marks the qualifying unpaired TorchScript values accounted, with the reason, and counts
 /// them as covered.
 pub fn account_one_sided(pairing: &mut Pairing, torch: &Capture, onnx: &Capture) {
-    // Unknown dataflow to the outputs accounts nothing as unused.
+    // `None`: the dataflow to the outputs is not known, and nothing is taken for unused.
     let used = torch.reaching_outputs();
     let paired_onnx: HashSet<usize> = pairing.inputs.iter().map(|p| p.onnx).collect();
     let one_sided_inputs: Vec<_> = onnx
