@@ -23,7 +23,8 @@ which align-check loads with --torch-ops), exported with a fake kernel registere
 it pairs with that zoo fixture's ONNX. dynamic/ is a program with a dynamic batch dimension
 (torch.export.Dim, range [2, 8], exported at batch 3) with its own legacy-exported ONNX (batch
 axis dynamic) and inputs.npz: the range constraints align-check checks inputs against. encoder_block/ is a program of ops the zoo lacks, with its own
-inputs.npz and values but no ONNX pair. cond/model.pt2 is a program with a torch.cond, which align-check
+inputs.npz and values but no ONNX pair; wrapped/ likewise, a program whose disabled autocast
+region and no_grad block torch.export keeps as higher-order ops wrapping subgraphs. cond/model.pt2 is a program with a torch.cond, which align-check
 refuses in one line naming the op. The script checks that the program's outputs equal the
 fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
 
@@ -88,6 +89,27 @@ class EncoderBlock(torch.nn.Module):
         return torch.cat([picked.flatten(1), y.mean(1)], 1).double().float().clamp(min=-1.0)
 
 
+class Wrapped(torch.nn.Module):
+    """Mode regions torch.export keeps as higher-order ops wrapping a subgraph: attention in a
+    disabled autocast region (as timm's EfficientViT keeps it in float32), which becomes
+    `wrap_with_autocast`, and a `torch.no_grad()` block, `wrap_with_set_grad_enabled`. The
+    reader runs their subgraphs' nodes in place of the wrappers."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+            q, k, v = q.float(), k.float(), v.float()
+            attention = (q @ k.transpose(-1, -2)).softmax(-1) @ v
+        with torch.no_grad():
+            scaled = attention * 0.5 + x
+        return self.proj(scaled)
+
+
 class Dynamic(torch.nn.Module):
     """Two linear layers on a batch whose size may vary within a declared range."""
 
@@ -136,6 +158,28 @@ def make_dynamic(out):
     path = os.path.join(folder, "model.pt2")
     torch.export.save(program, path)
     np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
+    outputs, values = record(path, (x,), folder)
+    with torch.no_grad():
+        worst = float((outputs[0] - model(x)).abs().max())
+    return worst, values
+
+
+def make_wrapped(out):
+    """wrapped/: model.pt2 with mode-wrapping higher-order ops, its inputs.npz and values."""
+    torch.manual_seed(0)
+    model = Wrapped().eval()
+    x = torch.randn(2, 5, 8)
+    folder = os.path.join(out, "wrapped")
+    os.makedirs(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, (x,))
+    targets = {str(n.target) for n in program.graph.nodes}
+    for hop in ("wrap_with_autocast", "wrap_with_set_grad_enabled"):
+        assert any(hop in t for t in targets), f"torch.export no longer writes {hop}"
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    np.savez(os.path.join(folder, "inputs.npz"), in0=x.numpy())
     outputs, values = record(path, (x,), folder)
     with torch.no_grad():
         worst = float((outputs[0] - model(x)).abs().max())
@@ -230,6 +274,7 @@ def main():
         ("dynamic", make_dynamic, {"onnx": False, "own_onnx": True,
                                    "batch_range": list(DYNAMIC_RANGE),
                                    "sample_batch": DYNAMIC_BATCH}),
+        ("wrapped", make_wrapped, {"onnx": False}),
     ]:
         worst, values = build(out)
         ok = worst <= 1e-5

@@ -29,11 +29,6 @@ NOTES = {
         "JSON; serde_json's default float parser read it one ULP beyond float's range "
         "(bits c7efffffe0000001), src/torch/exported/translate.rs passed it on, libtorch "
         "refused the conversion. Cargo.toml: serde_json's float_roundtrip feature."),
-    "timm/efficientvit_b0/": (
-        "the .pt2 is refused in one line, as issue 51 allows: timm's EfficientViT attention "
-        "runs under `torch.autocast(enabled=False)`, which torch.export keeps as the "
-        "higher-order op `wrap_with_autocast` with a subgraph; the reader does not run "
-        "higher-order ops' subgraphs yet (exit 2, naming the op)."),
     "hazards/greedy_manual_gru/dynamo/": (
         "the .pt2 is right where TorchScript is not: `encoder.2` is the expected module "
         "(TorchScript's scripted module reports the enclosing `encoder`, the one culprit "

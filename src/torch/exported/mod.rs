@@ -11,6 +11,7 @@
 mod archive;
 mod describe;
 mod graph;
+mod inline;
 mod outputs;
 mod ranges;
 mod scope;
@@ -46,10 +47,12 @@ pub fn sample_inputs(path: &Path) -> Result<Option<(String, Vec<HostTensor>)>> {
 /// Reads the archive at `path` and prepares its program to run, with its metadata.
 pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
     let archive::Archive {
-        model,
+        mut model,
         mut tensors,
         parameter_dtype,
     } = archive::read(path)?;
+    let graph = &mut model.graph_module.graph;
+    graph.nodes = inline::wrappers(std::mem::take(&mut graph.nodes))?;
     let translation = translate::translate(&model)?;
     let constants = translation
         .constants
