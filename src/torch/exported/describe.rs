@@ -6,19 +6,21 @@
 //! the hazards the TorchScript side reports (ops fixed in training mode, CUDA devices).
 
 use super::graph::{union, Model, Node};
-use super::scope::{hierarchy, module_frames, source_line, stack_frames};
+use super::scope::{hierarchy, module_frames, source_line, stack_frames, top_level};
 use super::translate::{device, operator, Translation};
 use crate::torch::meta::{GraphMeta, GraphSite, InputMeta, ModuleMeta, ValueMeta};
 use serde_json::Value;
+use std::collections::HashSet;
 
 pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> GraphMeta {
     let nodes = &model.graph_module.graph.nodes;
+    let top = top_level(nodes.iter().map(module_stack));
     let values = t
         .captured
         .iter()
         .map(|c| match c.node {
             None => input_value(&c.name),
-            Some(k) => node_value(&nodes[k], &c.name, c.inputs.clone()),
+            Some(k) => node_value(&nodes[k], &c.name, c.inputs.clone(), &top),
         })
         .collect();
     GraphMeta {
@@ -32,12 +34,12 @@ pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> Grap
             })
             .collect(),
         values,
-        modules: modules(nodes),
+        modules: modules(nodes, &top),
         outputs: t.outputs.clone(),
         parameter_dtype,
         saved_training: false,
-        training_ops: sites(nodes, training_flag),
-        cuda_ops: sites(nodes, cuda_device),
+        training_ops: sites(nodes, &top, training_flag),
+        cuda_ops: sites(nodes, &top, cuda_device),
         state_writes: Vec::new(),
         exported: true,
         input_dims: Vec::new(),
@@ -60,14 +62,14 @@ fn input_value(name: &str) -> ValueMeta {
     }
 }
 
-fn node_value(node: &Node, name: &str, inputs: Vec<usize>) -> ValueMeta {
+fn node_value(node: &Node, name: &str, inputs: Vec<usize>, top: &HashSet<String>) -> ValueMeta {
     let (op, _) = operator(&node.target).unwrap_or_default();
     let meta = |key: &str| node.metadata.get(key).map(String::as_str).unwrap_or("");
     let stack = stack_frames(meta("stack_trace"));
     ValueMeta {
         name: name.to_string(),
         op,
-        hierarchy: hierarchy(&module_frames(meta("nn_module_stack"))),
+        hierarchy: hierarchy(&module_frames(module_stack(node), top)),
         type_paths: Vec::new(),
         source: source_line(&stack),
         stack,
@@ -76,15 +78,17 @@ fn node_value(node: &Node, name: &str, inputs: Vec<usize>) -> ValueMeta {
     }
 }
 
+fn module_stack(node: &Node) -> &str {
+    node.metadata
+        .get("nn_module_stack")
+        .map_or("", String::as_str)
+}
+
 /// Every module some node was computed in, root first, with its class.
-fn modules(nodes: &[Node]) -> Vec<ModuleMeta> {
+fn modules(nodes: &[Node], top: &HashSet<String>) -> Vec<ModuleMeta> {
     let mut out: Vec<ModuleMeta> = Vec::new();
     for node in nodes {
-        let stack = node
-            .metadata
-            .get("nn_module_stack")
-            .map_or("", String::as_str);
-        for frame in module_frames(stack) {
+        for frame in module_frames(module_stack(node), top) {
             if !out.iter().any(|m| m.path == frame.path) {
                 out.push(ModuleMeta {
                     path: frame.path,
@@ -101,12 +105,16 @@ fn modules(nodes: &[Node]) -> Vec<ModuleMeta> {
 }
 
 /// The nodes `flag` says something about, as sites with their module and source line.
-fn sites(nodes: &[Node], flag: impl Fn(&Node) -> Option<String>) -> Vec<GraphSite> {
+fn sites(
+    nodes: &[Node],
+    top: &HashSet<String>,
+    flag: impl Fn(&Node) -> Option<String>,
+) -> Vec<GraphSite> {
     nodes
         .iter()
         .filter_map(|node| {
             let device = flag(node)?;
-            let value = node_value(node, "", Vec::new());
+            let value = node_value(node, "", Vec::new(), top);
             Some(GraphSite {
                 op: value.op,
                 hierarchy: value.hierarchy,
