@@ -93,20 +93,22 @@ class Wrapped(torch.nn.Module):
     """Mode regions torch.export keeps as higher-order ops wrapping a subgraph: attention in a
     disabled autocast region (as timm's EfficientViT keeps it in float32), which becomes
     `wrap_with_autocast`, and a `torch.no_grad()` block, `wrap_with_set_grad_enabled`. The
-    reader runs their subgraphs' nodes in place of the wrappers."""
+    reader runs their subgraphs' nodes in place of the wrappers. It is exported with two
+    keyword arguments, in an order other than forward's, which the program takes after `x`
+    in the order given (the archive's sample inputs are fed that way)."""
 
     def __init__(self):
         super().__init__()
         self.qkv = torch.nn.Linear(8, 24)
         self.proj = torch.nn.Linear(8, 8)
 
-    def forward(self, x):
+    def forward(self, x, scale=None, shift=None):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
             q, k, v = q.float(), k.float(), v.float()
             attention = (q @ k.transpose(-1, -2)).softmax(-1) @ v
         with torch.no_grad():
-            scaled = attention * 0.5 + x
+            scaled = attention * scale + x + shift
         return self.proj(scaled)
 
 
@@ -169,20 +171,23 @@ def make_wrapped(out):
     torch.manual_seed(0)
     model = Wrapped().eval()
     x = torch.randn(2, 5, 8)
+    keywords = {"shift": torch.randn(8), "scale": torch.full((1,), 0.5)}
     folder = os.path.join(out, "wrapped")
     os.makedirs(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.export.export(model, (x,))
+        program = torch.export.export(model, (x,), kwargs=keywords)
     targets = {str(n.target) for n in program.graph.nodes}
     for hop in ("wrap_with_autocast", "wrap_with_set_grad_enabled"):
         assert any(hop in t for t in targets), f"torch.export no longer writes {hop}"
     path = os.path.join(folder, "model.pt2")
     torch.export.save(program, path)
-    np.savez(os.path.join(folder, "inputs.npz"), in0=x.numpy())
-    outputs, values = record(path, (x,), folder)
+    # The program's order: x, then the keywords as given (shift, scale).
+    flat = [x, keywords["shift"], keywords["scale"]]
+    np.savez(os.path.join(folder, "inputs.npz"), **{f"in{k}": t.numpy() for k, t in enumerate(flat)})
+    outputs, values = record(path, flat, folder)
     with torch.no_grad():
-        worst = float((outputs[0] - model(x)).abs().max())
+        worst = float((outputs[0] - model(x, **keywords)).abs().max())
     return worst, values
 
 

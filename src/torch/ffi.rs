@@ -54,6 +54,7 @@ extern "C" {
     fn ac_pickled_sample_inputs(
         data: *const c_char,
         len: usize,
+        keywords: *const c_char,
         n: *mut usize,
         err: *mut *mut c_char,
     ) -> *mut *mut c_void;
@@ -310,9 +311,12 @@ unsafe fn take_tensors(arr: *mut *mut c_void) -> Vec<tch::Tensor> {
     all
 }
 
-/// The positional tensors of a `.pt2` archive's sample inputs (the bytes of
-/// `data/sample_inputs/<model>.pt`), read by libtorch's unpickler.
-pub fn pickled_sample_inputs(bytes: &[u8]) -> Result<Vec<tch::Tensor>> {
+/// The tensors of a `.pt2` archive's sample inputs (the bytes of
+/// `data/sample_inputs/<model>.pt`), read by libtorch's unpickler: the positional ones, then
+/// the keyword ones in `keywords`' order (the program's).
+pub fn pickled_sample_inputs(bytes: &[u8], keywords: &[String]) -> Result<Vec<tch::Tensor>> {
+    let keywords = CString::new(keywords.join("\n"))
+        .map_err(|_| anyhow!("a keyword argument's name holds a NUL byte"))?;
     let mut n = 0usize;
     let mut err: *mut c_char = std::ptr::null_mut();
     // SAFETY: the bytes outlive the call (the shim copies them); every C++ exception is
@@ -321,6 +325,7 @@ pub fn pickled_sample_inputs(bytes: &[u8]) -> Result<Vec<tch::Tensor>> {
         ac_pickled_sample_inputs(
             bytes.as_ptr() as *const c_char,
             bytes.len(),
+            keywords.as_ptr(),
             &mut n,
             &mut err,
         )

@@ -565,26 +565,48 @@ int ac_program_to_float64(void* handle, char** err) {
 
 // Reads the archive's sample inputs (`data/sample_inputs/<model>.pt`: what torch.save writes
 // for the `(args, kwargs)` pair given to torch.export.export) with libtorch's own unpickler.
-// Returns the positional tensors as ac_capture returns its outputs (a null-terminated array
-// of heap tensors), or null with `err` saying what the file holds that is not a tensor.
-void** ac_pickled_sample_inputs(const char* data, size_t len, size_t* n, char** err) {
+// Returns the positional tensors, then the keyword ones in the order `keywords` lists them
+// ('\n'-separated: the program's order, from its in_spec), as ac_capture returns its
+// outputs (a null-terminated array of heap tensors), or null with `err` saying what the file
+// holds that cannot be fed.
+void** ac_pickled_sample_inputs(const char* data, size_t len, const char* keywords, size_t* n,
+                                char** err) {
   try {
     c10::IValue value = torch::jit::pickle_load(std::vector<char>(data, data + len));
     if (!value.isTuple() || value.toTupleRef().elements().size() != 2) {
       throw std::runtime_error("they are not the (args, kwargs) pair torch.export.save writes");
     }
     const auto& pair = value.toTupleRef().elements();
-    if (pair[1].isGenericDict() && pair[1].toGenericDict().size() > 0) {
-      throw std::runtime_error("they pass keyword arguments, which this reader does not feed");
-    }
     if (!pair[0].isTuple()) throw std::runtime_error("their positional arguments are not a tuple");
     std::vector<at::Tensor> out;
-    for (const auto& arg : pair[0].toTupleRef().elements()) {
+    auto take = [&out](const c10::IValue& arg, const std::string& what) {
       if (!arg.isTensor()) {
-        throw std::runtime_error("argument " + std::to_string(out.size()) + " is a " +
-                                 arg.tagKind() + ", not a tensor");
+        throw std::runtime_error(what + " is a " + arg.tagKind() + ", not a tensor");
       }
       out.push_back(arg.toTensor());
+    };
+    for (const auto& arg : pair[0].toTupleRef().elements()) {
+      take(arg, "argument " + std::to_string(out.size()));
+    }
+    std::vector<std::string> order;
+    std::stringstream names(keywords ? keywords : "");
+    for (std::string name; std::getline(names, name, '\n');) {
+      if (!name.empty()) order.push_back(name);
+    }
+    if (pair[1].isGenericDict()) {
+      auto given = pair[1].toGenericDict();
+      if (given.size() != order.size()) {
+        throw std::runtime_error("they pass " + std::to_string(given.size()) +
+                                 " keyword argument(s) where the program takes " +
+                                 std::to_string(order.size()));
+      }
+      for (const auto& name : order) {
+        auto found = given.find(name);
+        if (found == given.end()) {
+          throw std::runtime_error("they do not pass the keyword argument `" + name + "`");
+        }
+        take(found->value(), "keyword argument `" + name + "`");
+      }
     }
     *n = out.size();
     auto** arr = static_cast<at::Tensor**>(std::malloc(sizeof(at::Tensor*) * (out.size() + 1)));

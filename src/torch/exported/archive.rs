@@ -11,6 +11,7 @@
 //! pickled tensors (tensor subclasses).
 
 use super::graph::{Model, SCHEMA_MAJOR};
+use super::keywords::keyword_order;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -64,22 +65,41 @@ pub fn format_line(path: &Path) -> Option<String> {
     ))
 }
 
-/// The bytes of the archive's sample inputs (`data/sample_inputs/<model>.pt`, the
-/// `(args, kwargs)` torch.export.export was given, as torch.save writes them) and that entry's
-/// name; `None` when the archive holds none.
-pub fn sample_input_bytes(path: &Path) -> Result<Option<(String, Vec<u8>)>> {
+/// The archive's sample inputs: the bytes of `data/sample_inputs/<model>.pt` (the
+/// `(args, kwargs)` torch.export.export was given, as torch.save writes them), that entry's
+/// name, and the order the program takes the keyword arguments in; `None` when the archive
+/// holds none.
+pub struct SampleInputs {
+    pub entry: String,
+    pub bytes: Vec<u8>,
+    pub keywords: Vec<String>,
+}
+
+pub fn sample_input_bytes(path: &Path) -> Result<Option<SampleInputs>> {
     let file = std::fs::File::open(path).map_err(|e| anyhow!("cannot open it: {e}"))?;
     let zip = zip::ZipArchive::new(file).map_err(|e| anyhow!("not a readable zip: {e}"))?;
     let names: Vec<String> = zip.file_names().map(str::to_string).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let root = root_of(&refs).ok_or_else(|| anyhow!("not a PT2 archive (no archive_format)"))?;
     let mut zip = Zip { zip, root, names };
-    let entry = format!("data/sample_inputs/{}.pt", model_name(&zip)?);
+    let model_name = model_name(&zip)?;
+    let entry = format!("data/sample_inputs/{model_name}.pt");
     if !zip.has_under(&entry) {
         return Ok(None);
     }
     let bytes = zip.bytes(&entry)?;
-    Ok(Some((entry, bytes)))
+    let model: Model = serde_json::from_str(&zip.text(&format!("models/{model_name}.json"))?)
+        .with_context(|| format!("models/{model_name}.json is not an exported program"))?;
+    let root_call = (model.graph_module.module_call_graph.iter()).find(|c| c.fqn.is_empty());
+    let keywords = root_call
+        .and_then(|c| c.signature.as_ref())
+        .map(|s| keyword_order(&s.in_spec))
+        .unwrap_or_default();
+    Ok(Some(SampleInputs {
+        entry,
+        bytes,
+        keywords,
+    }))
 }
 
 /// The folder the archive's entries sit in (`model/`), found by its `archive_format` entry.

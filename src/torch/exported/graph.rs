@@ -84,6 +84,9 @@ pub struct CallSignature {
     /// The pytree spec of what the module returns, as JSON text (`[1, {"type": ...}]`).
     #[serde(default)]
     pub out_spec: String,
+    /// The pytree spec of the `(args, kwargs)` it takes, alike.
+    #[serde(default)]
+    pub in_spec: String,
 }
 
 /// The one key of a union-typed JSON object and its payload.

@@ -12,6 +12,7 @@ mod archive;
 mod describe;
 mod graph;
 mod inline;
+mod keywords;
 mod outputs;
 mod ranges;
 mod scope;
@@ -27,14 +28,16 @@ use std::path::Path;
 pub use archive::{format_line, is_archive};
 pub use ranges::{refusal as shape_refusal, DimRule};
 
-/// The archive's own sample inputs, as host tensors in argument order, with the entry they
-/// were read from (`data/sample_inputs/model.pt`); `None` when it stores none. libtorch's
-/// unpickler reads them (they are torch.save's format), so no Python is involved.
+/// The archive's own sample inputs, as host tensors in the program's input order
+/// (positional, then keyword arguments in the order the program takes them), with the entry
+/// they were read from (`data/sample_inputs/model.pt`); `None` when it stores none.
+/// libtorch's unpickler reads them (they are torch.save's format), so no Python is involved.
 pub fn sample_inputs(path: &Path) -> Result<Option<(String, Vec<HostTensor>)>> {
-    let Some((entry, bytes)) = archive::sample_input_bytes(path)? else {
+    let Some(sample) = archive::sample_input_bytes(path)? else {
         return Ok(None);
     };
-    let tensors = super::ffi::pickled_sample_inputs(&bytes)
+    let entry = sample.entry;
+    let tensors = super::ffi::pickled_sample_inputs(&sample.bytes, &sample.keywords)
         .map_err(|e| anyhow!("its sample inputs ({entry}) cannot be fed: {e}"))?;
     let host = tensors
         .iter()
