@@ -22,35 +22,43 @@ pub struct Frame {
 /// The frames of an `nn_module_stack` string, root (`path` "") included, outermost first,
 /// each with its full path from the root.
 ///
-/// Two things in the paths torch.export writes are not `named_modules()` paths, and both
-/// come from iterating a slice of a container (Ultralytics' `for m in self.model[:-1]`):
-/// the slice is a segment of its own (`model.slice(None, -1, None).7`), and a module called
-/// inside a module reached through it gets a path relative to that module (`conv`, keyed
-/// `L__self__conv@54`). The slice's index is turned into the container's (`model.7`), and a
-/// path that neither extends the frame above nor starts at a module the root calls (`top`,
-/// from `top_level`) is taken as relative to the frame above. Without this, a third of
-/// RT-DETR's layers had no module and went unpaired.
+/// Two things in the paths torch.export writes are not `named_modules()` paths. Iterating a
+/// slice of a container (Ultralytics' `for m in self.model[:-1]`) makes the slice a segment
+/// of its own (`model.slice(None, -1, None).7`): its index is turned into the container's
+/// (`model.7`). And inside a module reached other than by attribute from the root, paths
+/// restart from that module: below `model.6`, Ultralytics' C3k2 has `m.0`, then `m.0.m`,
+/// `m.0.m.1`, each extending the one above, and a Conv's `conv` restarts again. So a path
+/// that neither extends the raw path above it nor starts at a module the root calls (`top`,
+/// from `top_level`) is relative to the full path of the frame above, and the paths that
+/// then extend it share that base. Without this a third of RT-DETR's layers had no module
+/// and went unpaired.
 pub fn module_frames(stack: &str, top: &HashSet<String>) -> Vec<Frame> {
     let mut frames: Vec<Frame> = Vec::new();
+    let mut base = String::new();
+    let mut above = String::new();
     for entry in stack.split(';') {
         let Some([_, path, class]) = split_fields(entry) else {
             continue;
         };
-        let mut path = container_indices(path);
-        if let Some(parent) = frames.last().filter(|f| !f.path.is_empty()) {
-            let extends = path
-                .strip_prefix(parent.path.as_str())
-                .is_some_and(|r| r.starts_with('.'));
-            let rooted = top.contains(first_segment(&path));
-            if !path.is_empty() && !extends && !rooted {
-                path = format!("{}.{path}", parent.path);
-            }
+        let raw = container_indices(path);
+        let extends = (raw.strip_prefix(above.as_str())).is_some_and(|r| r.starts_with('.'));
+        if raw.is_empty() || top.contains(first_segment(&raw)) {
+            base.clear();
+        } else if !extends {
+            base = frames.last().map_or(String::new(), |f| {
+                if f.path.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}.", f.path)
+                }
+            });
         }
         let class = class.rsplit('.').next().unwrap_or(class);
         frames.push(Frame {
-            path,
+            path: format!("{base}{raw}"),
             class: class.to_string(),
         });
+        above = raw;
     }
     frames
 }
@@ -248,6 +256,21 @@ mod tests {
         assert_eq!(
             hierarchy(&module_frames(conv, &top)),
             "model.7(HGBlock).m.1(Light).conv(Conv2d)"
+        );
+        // Paths restart below a module and then extend each other (Ultralytics' C3k2).
+        let c3k2 = "L__self__,,t.Model;L__self__model.6,model.6,b.C3k2;\
+             L__self__m.0@2,m.0,b.C3k;L__self__m.0.m,m.0.m,c.Sequential;\
+             L__self__m.0.m.1,m.0.m.1,b.Bottleneck;L__self__conv@16,conv,c.Conv2d";
+        assert_eq!(
+            paths(c3k2),
+            [
+                "",
+                "model.6",
+                "model.6.m.0",
+                "model.6.m.0.m",
+                "model.6.m.0.m.1",
+                "model.6.m.0.m.1.conv"
+            ]
         );
         // A slice that starts later, with a step; one from the end stays as written.
         assert_eq!(
