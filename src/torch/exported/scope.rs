@@ -4,9 +4,11 @@
 //!
 //! `torch.export` records a node's modules in `nn_module_stack`: `key,path,class` entries,
 //! outermost first, separated by `;` (`L__self__,,__main__.Net;L__self__conv1,conv1,
-//! torch.nn.modules.conv.Conv2d`). Its paths are the full dotted ones `named_modules()` gives,
-//! iterated containers included (`layers.1`), so each frame is named relative to the frame
-//! above it and the hierarchy resolves against the module tree exactly as TorchScript's does.
+//! torch.nn.modules.conv.Conv2d`). Its paths are mostly the full dotted ones `named_modules()`
+//! gives, iterated containers included (`layers.1`); `module_frames` makes the others full
+//! (sliced containers, paths that restart below a module). Each frame is then named relative
+//! to the frame above it and the hierarchy resolves against the module tree exactly as
+//! TorchScript's does.
 //! `stack_trace` is a Python traceback, outermost frame first (`File "m.py", line 10, in
 //! forward`).
 
