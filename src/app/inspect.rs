@@ -4,17 +4,19 @@
 //! An ONNX model is run on inputs from its own signature. A TorchScript model has no
 //! signature with shapes, so it runs on inputs shaped by `--onnx MODEL.onnx` (which also
 //! shows both signatures side by side with the mapping a check would use), `--shape` or
-//! input files; without any of them the static structure is listed with unknown shapes.
+//! input files; without any of them a `.pt2` runs on its own sample inputs, and otherwise the
+//! static structure is listed with unknown shapes.
 
 use crate::app::{model_identity, signatures};
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::tensor::{format_shape, DType};
-use crate::capture::{Capture, CapturedValue, ValueRole};
+use crate::capture::{Capture, CapturedValue, Side, ValueRole};
 use crate::cli::config::{input_request, runtime_config};
 use crate::cli::InspectArgs;
 use crate::inputs::{npy, resolve, torch_args, InputRequest};
 use crate::onnx;
 use crate::onnx::signature::{Dim, InputSpec};
+use crate::outcome::reference::{Reference, ReferenceFormat};
 use crate::text::module_label;
 use crate::torch::TorchModel;
 use anyhow::{anyhow, Result};
@@ -63,7 +65,7 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
                     let sample = samples.into_iter().next().expect("one sample at least");
                     let args = torch_args::in_module_dtype(&sample.torch, model.parameter_dtype());
                     let cap = model.capture_args(&args, &crate::capture::store::Keep::Memory)?;
-                    print!("{}", render(&cap, true));
+                    print!("{}", render(&cap, reference_name(&model)));
                     return Ok(ExitCode::SUCCESS);
                 }
                 None => torch_specs(&model, &request)?,
@@ -74,10 +76,24 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
                     let tensors: Vec<_> = inputs.into_iter().map(|i| i.tensor).collect();
                     render(
                         &model.capture(&tensors, &crate::capture::store::Keep::Memory)?,
-                        true,
+                        reference_name(&model),
                     )
                 }
-                None => render_static(&model),
+                None => match model.sample_inputs() {
+                    // A .pt2 stores what it was exported with: enough to run it.
+                    Some(Ok((origin, tensors))) => {
+                        println!("inputs: the archive's own sample inputs ({origin})");
+                        render(
+                            &model.capture(&tensors, &crate::capture::store::Keep::Memory)?,
+                            reference_name(&model),
+                        )
+                    }
+                    Some(Err(e)) => {
+                        println!("its sample inputs cannot be used: {e:#}");
+                        render_static(&model)
+                    }
+                    None => render_static(&model),
+                },
             }
         }
         _ => {
@@ -89,7 +105,7 @@ pub fn run(args: &InspectArgs) -> Result<ExitCode> {
             let named: Vec<_> = inputs.into_iter().map(|i| (i.name, i.tensor)).collect();
             let cap =
                 onnx::capture::capture(&model, &named, rt.threads, rt.ort_custom_ops.as_deref())?;
-            render(&cap, false)
+            render(&cap, Side::Onnx.label())
         }
     };
     print!("{text}");
@@ -138,13 +154,25 @@ fn role_label(v: &CapturedValue) -> String {
     }
 }
 
-fn render(cap: &Capture, torch: bool) -> String {
+/// How the listing names a PyTorch model: `TorchScript` or `ExportedProgram`.
+fn reference_name(model: &TorchModel) -> &'static str {
+    let format = if model.is_exported() {
+        ReferenceFormat::Pt2
+    } else {
+        ReferenceFormat::Torchscript
+    };
+    Reference::new(format).name()
+}
+
+/// The captured values of one side, named `side` (`ExportedProgram`, `ONNX`).
+fn render(cap: &Capture, side: &str) -> String {
+    let torch = cap.side == Side::Torch;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{} values captured from the {} model{}",
         cap.values.len(),
-        cap.side.label(),
+        side,
         if cap.uncapturable.is_empty() {
             String::new()
         } else {

@@ -422,7 +422,8 @@ pub struct InspectArgs {
     pub runtime: RuntimeArgs,
 
     /// For a .pt or .pt2 model: the ONNX model whose signature shapes the inputs (otherwise give
-    /// --shape for each input; float32 is assumed)
+    /// --shape for each input, float32 assumed; a .pt2 given neither runs on its own sample
+    /// inputs)
     #[arg(long, value_name = "MODEL_ONNX")]
     pub onnx: Option<PathBuf>,
 }

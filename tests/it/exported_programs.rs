@@ -183,6 +183,14 @@ fn inspect_lists_module_paths_and_source_lines_of_an_archive() {
         );
     }
     assert!(text.contains("models.py:"), "{text}");
+    // Given no inputs, it runs on the archive's own: shapes are listed, and the values are
+    // named as coming from the ExportedProgram.
+    assert!(text.contains("the archive's own sample inputs"), "{text}");
+    assert!(
+        text.contains("values captured from the ExportedProgram model"),
+        "{text}"
+    );
+    assert!(!text.contains("shapes unknown"), "{text}");
 }
 
 #[test]
