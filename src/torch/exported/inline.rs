@@ -32,7 +32,9 @@ fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>>
             out.push(node);
             continue;
         };
-        let (graph_name, graph) = subgraph(&node.inputs[graph_at].arg)?;
+        let graph_arg = (node.inputs.get(graph_at))
+            .ok_or_else(|| anyhow!("`{}` has no subgraph argument", node.target))?;
+        let (graph_name, graph) = subgraph(&graph_arg.arg)?;
         let arguments: Vec<&Value> = node.inputs[graph_at + 1..].iter().map(|a| &a.arg).collect();
         let prefix = unique(prefixes, graph_name);
         let inner: Vec<Node> = serde_json::from_value(graph["nodes"].clone())
