@@ -527,7 +527,8 @@ const ROWS: &[Row] = &[
     ),
     row(
         OpKind::Split,
-        Aten(&["chunk", "split", "unbind"]),
+        // torch.export writes `split_with_sizes` where TorchScript records `split`.
+        Aten(&["chunk", "split", "split_with_sizes", "unbind"]),
         &[F::Layout],
         AnyDomain(&["Split"]),
         &[F::Layout],
@@ -605,6 +606,8 @@ const ROWS: &[Row] = &[
             "aten::contiguous",
             "aten::clone",
             "aten::detach",
+            // torch.export's no-op view where TorchScript had a detach or nothing.
+            "aten::alias",
             "aten::to",
             "aten::type_as",
             "aten::copy_",

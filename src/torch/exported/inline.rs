@@ -13,21 +13,36 @@
 //! its outputs the wrapper's outputs, and every other name gets the subgraph's name as a
 //! prefix (`submod_1.matmul`), which no Python identifier of the outer graph can equal.
 
-use super::graph::{name_of, union, NamedArgument, Node};
+use super::graph::{name_of, union, GraphModule, Node};
 use anyhow::{anyhow, bail, Result};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-/// `nodes` with every mode-wrapping higher-order op replaced by its subgraph's nodes,
-/// recursively.
-pub fn wrappers(nodes: Vec<Node>) -> Result<Vec<Node>> {
+/// The graph's nodes with every mode-wrapping higher-order op replaced by its subgraph's
+/// nodes, recursively. A wrapper result that is one of the subgraph's inputs handed back is
+/// no new value: later nodes and the program's outputs read the argument itself (an `alias`
+/// node in its place would be a captured value no ONNX node computes).
+pub fn wrappers(module: &mut GraphModule) -> Result<()> {
     let mut prefixes = HashSet::new();
-    inline(nodes, &mut prefixes)
+    let (nodes, same) = inline(std::mem::take(&mut module.graph.nodes), &mut prefixes)?;
+    module.graph.nodes = nodes;
+    for spec in &mut module.signature.output_specs {
+        substitute(spec, &same);
+    }
+    Ok(())
 }
 
-fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>> {
+/// `nodes` flattened, and the names that now stand for another (`getitem` for `x`).
+fn inline(
+    nodes: Vec<Node>,
+    prefixes: &mut HashSet<String>,
+) -> Result<(Vec<Node>, HashMap<String, String>)> {
     let mut out = Vec::with_capacity(nodes.len());
-    for node in nodes {
+    let mut same: HashMap<String, String> = HashMap::new();
+    for mut node in nodes {
+        for input in &mut node.inputs {
+            substitute(&mut input.arg, &same);
+        }
         let Some(graph_at) = wrapped_graph(&node)? else {
             out.push(node);
             continue;
@@ -39,7 +54,7 @@ fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>>
         let prefix = unique(prefixes, graph_name);
         let inner: Vec<Node> = serde_json::from_value(graph["nodes"].clone())
             .map_err(|e| anyhow!("the subgraph `{graph_name}` cannot be read: {e}"))?;
-        let inner = inline(inner, prefixes)?;
+        let (inner, inner_same) = inline(inner, prefixes)?;
         let mut rename = HashMap::new();
         let inputs = graph["inputs"].as_array().cloned().unwrap_or_default();
         if inputs.len() != arguments.len() {
@@ -53,7 +68,7 @@ fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>>
             pair_names(inner_arg, outer_arg, &mut rename);
         }
         let passed: HashSet<String> = rename.keys().cloned().collect();
-        let results = graph["outputs"].as_array().cloned().unwrap_or_default();
+        let mut results = graph["outputs"].as_array().cloned().unwrap_or_default();
         if results.len() != node.outputs.len() {
             bail!(
                 "the subgraph `{graph_name}` returns {} values where its caller names {}",
@@ -61,13 +76,11 @@ fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>>
                 node.outputs.len()
             );
         }
-        let mut passthrough = Vec::new();
-        for (result, outer) in results.iter().zip(&node.outputs) {
+        for (result, outer) in results.iter_mut().zip(&node.outputs) {
+            substitute(result, &inner_same);
             match (tensor_name(result), tensor_name(outer)) {
-                // A subgraph that returns one of its inputs: the caller's name for it is an
-                // alias of the argument.
                 (Some(r), Some(o)) if passed.contains(r) => {
-                    passthrough.push(alias(&rename[r], o, &node))
+                    same.insert(o.to_string(), rename[r].clone());
                 }
                 _ => pair_names(result, outer, &mut rename),
             }
@@ -81,9 +94,8 @@ fn inline(nodes: Vec<Node>, prefixes: &mut HashSet<String>) -> Result<Vec<Node>>
             }
             out.push(n);
         }
-        out.extend(passthrough);
     }
-    Ok(out)
+    Ok((out, same))
 }
 
 /// Where a mode-wrapping node's subgraph argument is; `None` for any other node, and a
@@ -171,41 +183,44 @@ fn tensor_name(v: &Value) -> Option<&str> {
     }
 }
 
-/// Renames every value a node argument or output refers to.
+/// Renames every value a node argument or output refers to: by `rename`, else with
+/// `prefix` (`submod_1.matmul`).
 fn rename_in(v: &mut Value, rename: &HashMap<String, String>, prefix: &str) {
-    match v {
-        Value::Object(map) => {
-            for (key, x) in map.iter_mut() {
-                match (key.as_str(), &mut *x) {
-                    ("name" | "as_name", Value::String(s)) => {
-                        *s = (rename.get(s.as_str()).cloned())
-                            .unwrap_or_else(|| format!("{prefix}.{s}"));
-                    }
-                    _ => rename_in(x, rename, prefix),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| rename_in(x, rename, prefix)),
-        _ => {}
+    rename_values(v, rename, Some(prefix));
+}
+
+/// Renames the values in `same` (and only those) wherever `v` refers to them.
+fn substitute(v: &mut Value, same: &HashMap<String, String>) {
+    if !same.is_empty() {
+        rename_values(v, same, None);
     }
 }
 
-/// `aten.alias(source)` named `name`, with the wrapper's metadata.
-fn alias(source: &str, name: &str, wrapper: &Node) -> Node {
-    Node {
-        target: "torch.ops.aten.alias.default".to_string(),
-        inputs: vec![NamedArgument {
-            name: "self".to_string(),
-            arg: json!({"as_tensor": {"name": source}}),
-        }],
-        outputs: vec![json!({"as_tensor": {"name": name}})],
-        metadata: wrapper.metadata.clone(),
+fn rename_values(v: &mut Value, map: &HashMap<String, String>, prefix: Option<&str>) {
+    match v {
+        Value::Object(entries) => {
+            for (key, x) in entries.iter_mut() {
+                match (key.as_str(), &mut *x) {
+                    ("name" | "as_name", Value::String(s)) => {
+                        if let Some(to) = map.get(s.as_str()) {
+                            *s = to.clone();
+                        } else if let Some(prefix) = prefix {
+                            *s = format!("{prefix}.{s}");
+                        }
+                    }
+                    _ => rename_values(x, map, prefix),
+                }
+            }
+        }
+        Value::Array(items) => (items.iter_mut()).for_each(|x| rename_values(x, map, prefix)),
+        _ => {}
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn node(text: Value) -> Node {
         serde_json::from_value(text).unwrap()
@@ -263,7 +278,7 @@ mod tests {
     /// cannot collide with the outer graph's (`matmul` exists on both sides).
     #[test]
     fn a_disabled_autocast_region_runs_as_its_subgraphs_nodes_under_the_callers_names() {
-        let flat = wrappers(program(false)).unwrap();
+        let (flat, _) = inline(program(false), &mut HashSet::new()).unwrap();
         let targets: Vec<&str> = flat.iter().map(|n| n.target.as_str()).collect();
         assert_eq!(
             targets,
@@ -292,7 +307,9 @@ mod tests {
 
     #[test]
     fn an_enabled_autocast_region_is_refused_in_one_line_naming_the_op() {
-        let e = wrappers(program(true)).unwrap_err().to_string();
+        let e = inline(program(true), &mut HashSet::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`wrap_with_autocast`") && e.contains("enabled on cpu"),
             "{e}"
@@ -300,26 +317,40 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
     }
 
-    /// A subgraph that hands one of its inputs back: the caller's name becomes an alias of
-    /// the argument, so its readers find it computed.
+    /// A subgraph that hands one of its inputs back: the caller's name for it stands for
+    /// the argument, in later nodes and in the program's outputs alike, and no node is made
+    /// for it (an alias would be a captured value no ONNX node computes).
     #[test]
-    fn a_subgraph_returning_its_input_leaves_an_alias_of_the_argument() {
-        let wrapper = node(
-            json!({"target": "torch.ops.higher_order.wrap_with_set_grad_enabled",
-            "inputs": [
-                {"name": "", "arg": {"as_bool": false}},
-                {"name": "", "arg": {"as_graph": {"name": "submod_0", "graph": {
-                    "inputs": [tensor("x")], "outputs": [tensor("x")], "nodes": []}}}},
-                {"name": "", "arg": tensor("y")},
-            ],
-            "outputs": [tensor("getitem")]}),
-        );
-        let flat = wrappers(vec![wrapper]).unwrap();
-        assert_eq!(flat.len(), 1);
-        assert_eq!(flat[0].target, "torch.ops.aten.alias.default");
+    fn a_subgraph_returning_its_input_makes_its_callers_name_the_argument() {
+        let mut module: GraphModule = serde_json::from_value(json!({
+            "graph": {"nodes": [
+                {"target": "torch.ops.higher_order.wrap_with_set_grad_enabled",
+                 "inputs": [
+                    {"name": "", "arg": {"as_bool": false}},
+                    {"name": "", "arg": {"as_graph": {"name": "submod_0", "graph": {
+                        "inputs": [tensor("x")], "outputs": [tensor("x")], "nodes": []}}}},
+                    {"name": "", "arg": tensor("y")}],
+                 "outputs": [tensor("getitem")]},
+                {"target": "torch.ops.aten.relu.default",
+                 "inputs": [{"name": "self", "arg": tensor("getitem")}],
+                 "outputs": [tensor("relu")]}]},
+            "signature": {"input_specs": [], "output_specs": [
+                {"user_output": {"arg": tensor("getitem")}},
+                {"user_output": {"arg": tensor("relu")}}]}
+        }))
+        .unwrap();
+        wrappers(&mut module).unwrap();
+        let nodes = &module.graph.nodes;
+        assert_eq!(nodes.len(), 1);
         assert_eq!(
-            args_and_outputs(&flat[0]),
-            (vec!["y".into()], vec!["getitem".into()])
+            args_and_outputs(&nodes[0]),
+            (vec!["y".into()], vec!["relu".into()])
         );
+        let mut returned = Vec::new();
+        names(
+            &Value::Array(module.signature.output_specs.clone()),
+            &mut returned,
+        );
+        assert_eq!(returned, ["y", "relu"]);
     }
 }

@@ -54,8 +54,7 @@ pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
         mut tensors,
         parameter_dtype,
     } = archive::read(path)?;
-    let graph = &mut model.graph_module.graph;
-    graph.nodes = inline::wrappers(std::mem::take(&mut graph.nodes))?;
+    inline::wrappers(&mut model.graph_module)?;
     let translation = translate::translate(&model)?;
     let constants = translation
         .constants
