@@ -11,6 +11,7 @@
 //! scripted model) are listed with a reason instead of being dropped silently.
 
 pub mod available_memory;
+pub mod fx_node;
 pub mod location;
 pub mod memory;
 pub mod sniff;
@@ -168,6 +169,10 @@ pub struct Capture {
     /// their dataflow to the outputs runs through lists built across iterations, which the
     /// value inputs do not always record, so the outputs' ancestry is not complete.
     pub control_flow: bool,
+    /// Per value, the torch.export node that computed it, where the format names one: every
+    /// node of a `.pt2`, and the ONNX nodes the dynamo exporter marked with the node they
+    /// came from (`fx_node`). Empty for TorchScript and for other exporters' ONNX.
+    pub fx_nodes: BTreeMap<usize, fx_node::FxNode>,
 }
 
 impl Capture {

@@ -81,6 +81,7 @@ mod tests {
             ],
             uncapturable: vec![],
             element_inputs: Default::default(),
+            fx_nodes: Default::default(),
             control_flow: false,
         };
         let fed: HashSet<&str> = HashSet::from(["v1"]);

@@ -153,6 +153,7 @@ mod tests {
             ],
             uncapturable: vec![],
             element_inputs: Default::default(),
+            fx_nodes: Default::default(),
             control_flow: false,
         };
         let pairing = Pairing {

@@ -26,6 +26,7 @@ use super::segmented;
 use super::session_run::{run, Fetched, RunOutputs};
 use super::signature::{self, Dim, InputSpec};
 use super::steering::Steering;
+use crate::capture::fx_node::FxNode;
 use crate::capture::store::Keep;
 use crate::capture::tensor::{format_shape, HostTensor};
 use crate::capture::{Capture, CapturedValue, Side, Uncapturable, ValueRole};
@@ -33,7 +34,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use ort::session::Session;
 use ort::value::ValueType;
 use prost::Message;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Runs the instrumented `model` once on `inputs` (exactly the signature's inputs, by name)
@@ -328,13 +329,23 @@ impl OnnxRunner {
         self.describe_inputs(&feed, keep, &mut described)?;
         self.describe_node_outputs(&mut fetched, &mut described)?;
         self.describe_graph_outputs(&mut fetched, &mut described);
+        let fx_nodes = self.fx_nodes(&described);
         Ok(Capture {
             side: Side::Onnx,
             values: described.values,
             uncapturable: described.uncapturable,
             element_inputs: Default::default(),
+            fx_nodes,
             control_flow: false,
         })
+    }
+
+    /// Per captured node output, the torch.export node its ONNX node came from.
+    fn fx_nodes(&self, d: &Described) -> BTreeMap<usize, FxNode> {
+        self.exposed
+            .iter()
+            .filter_map(|ev| Some((*d.ids.get(&ev.name)?, ev.fx_node.clone()?)))
+            .collect()
     }
 
     /// Every value of the fetch list, by name, from one run or one run per group; a value

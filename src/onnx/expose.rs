@@ -14,8 +14,9 @@ use super::control_flow::{make_observable, Kept};
 use super::fused_sums;
 pub(crate) use super::graph_edit::{collect_used_names, subgraphs};
 use super::proto;
-use super::scope::{has_scope_record, node_scope, node_source, node_stack};
+use super::scope::{self, has_scope_record, node_scope, node_source, node_stack};
 use super::steering::Steering;
+use crate::capture::fx_node::{self, FxNode};
 use crate::capture::{ScopeLevel, Uncapturable};
 use anyhow::{bail, Result};
 use std::cmp::Reverse;
@@ -42,6 +43,8 @@ pub struct ExposedValue {
     pub source_stack: Vec<String>,
     /// The producing node's non-empty inputs, in order (weights and constants included).
     pub input_names: Vec<String>,
+    /// The torch.export node the dynamo exporter says the producing node came from.
+    pub fx_node: Option<FxNode>,
 }
 
 /// The instrumented model and what it exposes.
@@ -55,6 +58,11 @@ pub struct Exposed {
     pub values: Vec<ExposedValue>,
     /// Values computed inside subgraphs, which cannot be exposed.
     pub uncapturable: Vec<Uncapturable>,
+}
+
+/// The torch.export node the dynamo exporter marked `node` with, if any.
+fn marked_fx_node(node: &proto::NodeProto) -> Option<FxNode> {
+    scope::metadata(node, fx_node::ONNX_METADATA_KEY).and_then(FxNode::parse_printed)
 }
 
 /// Builds the instrumented copy of `model`. Errors when the model has no graph or its nodes
@@ -120,6 +128,7 @@ pub fn expose_steered(model: &proto::ModelProto, steering: &Steering) -> Result<
                 source: source.clone(),
                 source_stack: source_stack.clone(),
                 input_names,
+                fx_node: marked_fx_node(node),
             });
         }
         for (attr, sub) in subgraphs(node) {

@@ -115,6 +115,13 @@ impl PairState {
         }
     }
 
+    /// `t`'s pair stays, and is certain: something besides the values says it is right.
+    pub fn confirm(&mut self, t: usize) {
+        if let Some(m) = self.pairs.get_mut(&t) {
+            m.certain = true;
+        }
+    }
+
     /// `t`'s pair stays, but the values placed it, not structure alone.
     pub fn doubt(&mut self, t: usize) {
         if let Some(m) = self.pairs.get_mut(&t) {

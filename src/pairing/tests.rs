@@ -106,6 +106,7 @@ impl Builder {
             values: self.values,
             uncapturable: vec![],
             element_inputs: Default::default(),
+            fx_nodes: Default::default(),
             control_flow: false,
         }
     }

@@ -181,6 +181,7 @@ mod tests {
             values,
             uncapturable: vec![],
             element_inputs: Default::default(),
+            fx_nodes: Default::default(),
             control_flow: false,
         }
     }

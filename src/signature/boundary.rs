@@ -234,6 +234,7 @@ mod tests {
             values,
             uncapturable: Vec::new(),
             element_inputs: Default::default(),
+            fx_nodes: Default::default(),
             control_flow: false,
         }
     }

@@ -10,6 +10,7 @@ use super::convert::{to_host, with_bytes};
 use super::ffi::{ModulePlan, RunTensors};
 use super::meta::{GraphMeta, InputMeta, ModuleTree, ValueMeta};
 use super::{archive, errors, exported, hazards};
+use crate::capture::fx_node::FxNode;
 use crate::capture::sniff::{sniff, FileKind};
 use crate::capture::store::{Keep, Stored};
 use crate::capture::tensor::{DType, HostTensor};
@@ -343,6 +344,7 @@ impl TorchModel {
         } = observed;
         let mut values = Vec::with_capacity(firings.len() + run.outputs.len());
         let mut element_inputs = BTreeMap::new();
+        let fx_nodes = fx_nodes(metas, &firings);
         for (id, mut firing) in firings.into_iter().enumerate() {
             if let Some(element) = firing.element_inputs.take() {
                 element_inputs.insert(id, element);
@@ -370,6 +372,7 @@ impl TorchModel {
             values,
             uncapturable,
             element_inputs,
+            fx_nodes,
             control_flow: metas.iter().any(|m| !m.block.is_empty()),
         })
     }
@@ -536,6 +539,12 @@ struct Firing {
     dtype: DType,
     shape: Vec<usize>,
     stored: Stored,
+}
+
+/// Per firing, the exported program's node that computed it (a `.pt2`'s values only).
+fn fx_nodes(metas: &[ValueMeta], firings: &[Firing]) -> BTreeMap<usize, FxNode> {
+    let node = |(id, f): (usize, &Firing)| Some((id, metas[f.meta].fx_node.clone()?));
+    firings.iter().enumerate().filter_map(node).collect()
 }
 
 /// The observe nodes' firings in the order they happened, with each graph value's latest

@@ -18,6 +18,7 @@
 //! that class). When the tree cannot decide, the scope ends there: a wrong path is worse than
 //! a short one.
 
+use crate::capture::fx_node::FxNode;
 use crate::capture::ScopeLevel;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -115,6 +116,9 @@ pub struct ValueMeta {
     pub element_of: String,
     #[serde(default)]
     pub element_key: String,
+    /// The exported program's node that computed it (`.pt2` only; the shim sends none).
+    #[serde(default)]
+    pub fx_node: Option<FxNode>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -24,6 +24,7 @@ mod exported_programs;
 mod first_contact;
 mod fused_ops;
 mod fuzz_regressions;
+mod fx_node_marks;
 mod gate;
 mod html_report;
 mod isolation;

@@ -20,6 +20,7 @@ mod folded_scale;
 mod fused_into_consumers;
 mod fused_producer;
 mod fusion;
+mod fx_nodes;
 mod global_order;
 mod identities;
 mod kept_control_flow;
@@ -95,6 +96,9 @@ pub(super) const PASSES: &[&dyn Pass] = &[
     // Values left open meet scope-less fused nodes (SkipLayerNormalization) by dataflow;
     // a fused node that also applies the activation after its module (FusedGemm) holds it.
     &scopeless::Scopeless,
+    // A .pt2 value and the ONNX value marked as the same torch.export node's result (the
+    // dynamo exporter's `fx_node`): such a pair is certain, an open value takes it.
+    &fx_nodes::FxNodes,
     // Values still open (an unlisted op, a chain out of order) pair by dataflow, shape, place.
     &left_open::LeftOpen,
     // The layout pairs judged again, now that `left_open` has paired the values they look

@@ -5,9 +5,10 @@
 //! `stack_trace`) and producers; the module tree with classes; the outputs' producers; and
 //! the hazards the TorchScript side reports (ops fixed in training mode, CUDA devices).
 
-use super::graph::{union, Model, Node};
+use super::graph::{name_of, union, Model, Node};
 use super::scope::{hierarchy, module_frames, source_line, stack_frames, top_level};
-use super::translate::{device, operator, Translation};
+use super::translate::{device, names_in, operator, Translation};
+use crate::capture::fx_node::FxNode;
 use crate::torch::meta::{GraphMeta, GraphSite, InputMeta, ModuleMeta, ValueMeta};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -59,6 +60,7 @@ fn input_value(name: &str) -> ValueMeta {
         element_inputs: None,
         element_of: String::new(),
         element_key: String::new(),
+        fx_node: None,
     }
 }
 
@@ -74,8 +76,26 @@ fn node_value(node: &Node, name: &str, inputs: Vec<usize>, top: &HashSet<String>
         source: source_line(&stack),
         stack,
         inputs,
+        fx_node: fx_node(node, name),
         ..input_value(name)
     }
+}
+
+/// The node as the dynamo ONNX exporter names it in its metadata, when it returns the one
+/// tensor `name` (a node of several outputs is named by no value: they are its `getitem`s).
+fn fx_node(node: &Node, name: &str) -> Option<FxNode> {
+    let [output] = node.outputs.as_slice() else {
+        return None;
+    };
+    let (_, tensor) = union(output)?;
+    if name_of(tensor) != Some(name) {
+        return None;
+    }
+    let mut reads = Vec::new();
+    for input in &node.inputs {
+        names_in(&input.arg, &mut |n| reads.push(n.to_string()));
+    }
+    Some(FxNode::new(name.to_string(), node.target.clone(), reads))
 }
 
 fn module_stack(node: &Node) -> &str {

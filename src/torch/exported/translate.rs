@@ -277,7 +277,7 @@ fn write_handles(nodes: &[Node]) -> HashSet<String> {
 }
 
 /// Every value name an argument refers to (tensors, symbolic sizes).
-fn names_in<'a>(arg: &'a Value, found: &mut dyn FnMut(&'a str)) {
+pub(super) fn names_in<'a>(arg: &'a Value, found: &mut dyn FnMut(&'a str)) {
     match arg {
         Value::Object(map) => {
             for (key, v) in map {
