@@ -12,7 +12,13 @@
 //! the producer its chain's links are checked against, and the dataflow pass repairs a
 //! crossed link by wiring.
 //!
-//! A piece is an unpack value with one producer that holds more elements than it. Its twin
+//! A `.pt2` has no lists: each piece is an output of the split node (`split_with_sizes`), and
+//! the order-keeping alignment would otherwise meet the pieces with whichever Slices of
+//! their shapes come first, crossing the ops between (RT-DETR's deformable attention splits
+//! its value tensor after the sampling arithmetic, and the legacy ONNX cuts it before).
+//!
+//! A piece is an unpack value (or a split's output) with one producer that holds more
+//! elements than it. Its twin
 //! is a free ONNX layout value of the same scope and shape computed from that producer's
 //! twin; the pieces have one shape, so the values choose, only clearly, and the one chosen
 //! must agree with the piece (it is a copy of a part of one tensor). A choice is never
@@ -82,14 +88,16 @@ impl Pairer<'_> {
         }
     }
 
-    /// Whether TorchScript value `t` unpacks one piece of a tensor split into several: one
+    /// Whether TorchScript value `t` is one piece of a tensor split into several: one
     /// producer, holding more elements than the piece (a list of a module's own results
     /// unpacks whole tensors).
     fn is_split_piece(&self, t: usize) -> bool {
         let tv = &self.cx.torch.values;
         let v = &tv[t];
         let numel = |s: &[usize]| s.iter().product::<usize>();
-        torch_kind(&v.op) == Some(OpKind::ListUnpack)
+        // TorchScript reads a piece out of the split's list with an unpack; a `.pt2` has
+        // no list: each piece is an output of the split node itself.
+        matches!(torch_kind(&v.op), Some(OpKind::ListUnpack | OpKind::Split))
             && is_layer_candidate(v)
             && match v.inputs[..] {
                 [p] => p < tv.len() && numel(&tv[p].shape) > numel(&v.shape),
@@ -131,6 +139,15 @@ mod tests {
             !state.is_paired(tqr),
             "a slice of a piece is no piece of a split"
         );
+    }
+
+    #[test]
+    fn the_outputs_of_an_exported_programs_split_are_pieces_too() {
+        let (t, o, ids) = graphs::chunked_projection_with("aten::split_with_sizes");
+        let [tl, _, tq, tk, _, _, _, _, ol, _, ok, _, _, oq, ..] = ids;
+        let state = run_alone(&SplitOutputs, &t, &o, &[(tl, ol)]);
+        assert_eq!(state.twin(tq), Some(oq));
+        assert_eq!(state.twin(tk), Some(ok));
     }
 
     #[test]

@@ -452,6 +452,14 @@ pub(in crate::pairing) fn faulted_transpose_nearly_agreeing_reader(
 /// q piece, k piece, q slice, k slice, q neg, k neg; onnx MatMul, Transpose, k Slice, k
 /// slice, k Neg, q Slice, q slice, q Neg.
 pub(in crate::pairing) fn chunked_projection() -> (Capture, Capture, [usize; 16]) {
+    chunked_projection_with("prim::ListUnpack")
+}
+
+/// `chunked_projection` with the pieces recorded as `piece_op` (a `.pt2` records each piece
+/// as an output of the split node itself, `aten::split_with_sizes`).
+pub(in crate::pairing) fn chunked_projection_with(
+    piece_op: &str,
+) -> (Capture, Capture, [usize; 16]) {
     let qkv = [1.0, 2.0, 3.0, 4.0, -5.0, -6.0, -7.0, -8.0];
     let (q, k) = (&qkv[..4], &qkv[4..]);
     let (qr, kr) = (&q[..2], &k[..2]);
@@ -460,8 +468,8 @@ pub(in crate::pairing) fn chunked_projection() -> (Capture, Capture, [usize; 16]
     let ti = t.input(0, &qkv);
     let tl = t.op("aten::linear", "attn.qkv", &[ti], &qkv);
     let tt = t.op("aten::transpose", "attn", &[tl], &qkv);
-    let tq = t.op("prim::ListUnpack", "attn", &[tt], q);
-    let tk = t.op("prim::ListUnpack", "attn", &[tt], k);
+    let tq = t.op(piece_op, "attn", &[tt], q);
+    let tk = t.op(piece_op, "attn", &[tt], k);
     let tqr = t.op("aten::slice", "attn", &[tq], qr);
     let tkr = t.op("aten::slice", "attn", &[tk], kr);
     let tqn = t.op("aten::neg", "attn", &[tqr], &neg(qr));
