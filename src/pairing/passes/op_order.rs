@@ -19,7 +19,8 @@ impl Pairer<'_> {
                 self.leave_group(&key, &t_ids);
                 continue;
             }
-            // A value an earlier pass paired (a split's piece) is no place in the order.
+            // A value an earlier pass paired (a split's piece) is no place in the order, on
+            // either side.
             let mut o_ids: Vec<usize> = o_ids
                 .into_iter()
                 .filter(|&o| !self.state.is_taken(o))
@@ -34,7 +35,9 @@ impl Pairer<'_> {
             } else {
                 false
             };
-            let reps = self.representatives(&key, &t_ids);
+            let reps: Vec<usize> = (self.representatives(&key, &t_ids).into_iter())
+                .filter(|&t| !self.state.is_paired(t))
+                .collect();
             for (t, o, certain) in self.align_by_order(&reps, &o_ids, resorted) {
                 self.state.assign(t, o, certain);
             }
@@ -60,6 +63,33 @@ mod tests {
     use super::super::super::tests::{run_alone, Builder};
     use super::*;
     use crate::capture::Side;
+
+    #[test]
+    fn values_an_earlier_pass_paired_keep_their_twins_and_take_no_place() {
+        // A .pt2's `unbind` pieces are ops of the scope; ONNX cuts them with a Split and
+        // drops the dim with a Reshape, and `split_outputs` paired each with its Reshape.
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let mut t = Builder::new(Side::Torch);
+        let ti = t.input(0, &x);
+        let tl = t.op("aten::linear", "m.fc", &[ti], &x);
+        let ta = t.op("aten::unbind", "m", &[tl], &x[..2]);
+        let tb = t.op("aten::unbind", "m", &[tl], &x[2..]);
+        let tr = t.op("aten::add", "m", &[ta, tb], &[4.0, 6.0]);
+        t.output(0, tr);
+        let mut o = Builder::new(Side::Onnx);
+        let oi = o.input(0, &x);
+        let ol = o.op("MatMul", "m.fc", &[oi], &x);
+        let sa = o.op("Split", "m", &[ol], &x[..2]);
+        let sb = o.op("Split", "m", &[ol], &x[2..]);
+        let ra = o.op("Reshape", "m", &[sa], &x[..2]);
+        let rb = o.op("Reshape", "m", &[sb], &x[2..]);
+        let or = o.op("Add", "m", &[ra, rb], &[4.0, 6.0]);
+        o.output(0, or);
+        let earlier = [(tl, ol), (ta, ra), (tb, rb)];
+        let state = run_alone(&OpOrder, &t.build(), &o.build(), &earlier);
+        assert_eq!((state.twin(ta), state.twin(tb)), (Some(ra), Some(rb)));
+        assert_eq!(state.twin(tr), Some(or), "the rest is aligned");
+    }
 
     #[test]
     fn functional_ops_of_the_top_level_pair_by_kind_and_order() {
