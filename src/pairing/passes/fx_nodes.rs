@@ -26,6 +26,15 @@ use crate::capture::fx_node::FxNode;
 use crate::capture::CapturedValue;
 use std::collections::HashMap;
 
+/// What the pairing trace reports of the pass: pairs it confirmed, pairs it made, and pairs
+/// the structure passes made on another value than the mark's.
+#[derive(Default)]
+struct Tally {
+    confirmed: usize,
+    made: usize,
+    elsewhere: usize,
+}
+
 impl Pairer<'_> {
     fn pair_by_fx_nodes(&mut self) {
         let (torch, onnx) = (self.cx.torch, self.cx.onnx);
@@ -36,8 +45,7 @@ impl Pairer<'_> {
         for (&o, node) in &onnx.fx_nodes {
             marked.entry(node).or_default().push(o);
         }
-        // What the pairing trace reports: pairs confirmed, made, and left elsewhere.
-        let mut tally = [0usize; 3];
+        let mut tally = Tally::default();
         for (&t, node) in &torch.fx_nodes {
             let value = &torch.values[t];
             let Some(o) = marked
@@ -49,10 +57,10 @@ impl Pairer<'_> {
             match self.state.twin(t) {
                 Some(twin) if twin == o => {
                     self.state.confirm(t);
-                    tally[0] += 1;
+                    tally.confirmed += 1;
                 }
                 Some(twin) => {
-                    tally[2] += 1;
+                    tally.elsewhere += 1;
                     if trace::enabled() {
                         eprintln!(
                             "  fx_nodes: {} is paired with {}, its node's mark is on {}: left",
@@ -66,7 +74,7 @@ impl Pairer<'_> {
                         && !self.state.accounted(t);
                     if open && !self.state.is_taken(o) {
                         self.state.assign(t, o, true);
-                        tally[1] += 1;
+                        tally.made += 1;
                     }
                 }
             }
@@ -75,9 +83,9 @@ impl Pairer<'_> {
             eprintln!(
                 "  fx_nodes: of {} .pt2 values, {} pairs confirmed, {} made, {} left on another value",
                 torch.fx_nodes.len(),
-                tally[0],
-                tally[1],
-                tally[2]
+                tally.confirmed,
+                tally.made,
+                tally.elsewhere
             );
         }
     }
