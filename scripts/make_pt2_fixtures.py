@@ -24,7 +24,10 @@ it pairs with that zoo fixture's ONNX. dynamic/ is a program with a dynamic batc
 (torch.export.Dim, range [2, 8], exported at batch 3) with its own legacy-exported ONNX (batch
 axis dynamic) and inputs.npz: the range constraints align-check checks inputs against. encoder_block/ is a program of ops the zoo lacks, with its own
 inputs.npz and values but no ONNX pair; wrapped/ likewise, a program whose disabled autocast
-region and no_grad block torch.export keeps as higher-order ops wrapping subgraphs. cond/model.pt2 is a program with a torch.cond, which align-check
+region and no_grad block torch.export keeps as higher-order ops wrapping subgraphs. shared_siblings/ is a network holding one module
+under three attributes of a block (CoaT's shape), with its trace model.pt, its legacy-exported
+model.onnx, and fault.onnx whose Gemm in the call through the last attribute has a weight of
+its own (the manifest's fault_module is read from that node's scope). cond/model.pt2 is a program with a torch.cond, which align-check
 refuses in one line naming the op. The script checks that the program's outputs equal the
 fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
 
@@ -124,6 +127,45 @@ class Dynamic(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class SiblingMlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.act = torch.nn.GELU()
+        self.fc2 = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class SharedSiblingsBlock(torch.nn.Module):
+    """One module held under three attributes of the block (timm's CoaT parallel block:
+    `self.mlp2 = self.mlp3 = self.mlp4 = Mlp(...)`), called once through each."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(24)
+        self.mlp2 = self.mlp3 = self.mlp4 = SiblingMlp()
+
+    def forward(self, x):
+        a, b, c = self.norm(x).chunk(3, dim=1)
+        return x + torch.cat([self.mlp2(a), self.mlp3(b), self.mlp4(c)], dim=1)
+
+
+class SharedSiblings(torch.nn.Module):
+    """Two such blocks and a head: torch.export names each call by the attribute it went
+    through (`mlp3.fc1`), TorchScript and the legacy exporter by the first (`mlp2`,
+    `mlp2/fc1_1`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(SharedSiblingsBlock(), SharedSiblingsBlock())
+        self.head = torch.nn.Linear(24, 3)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+
+
 # The dynamic fixture's batch range and the batch its sample inputs have.
 DYNAMIC_RANGE = (2, 8)
 DYNAMIC_BATCH = 3
@@ -189,6 +231,51 @@ def make_wrapped(out):
     with torch.no_grad():
         worst = float((outputs[0] - model(x, **keywords)).abs().max())
     return worst, values
+
+
+def plant_in_last_call(onnx_path, fault_path):
+    """fault.onnx: the legacy export with the last call's first Gemm of the first block given
+    a weight of its own, scaled by 1.5; returns the module the fault is in, read from that
+    node's scope (`/blocks/blocks.0/mlp2/fc1_2/Gemm`: the legacy call suffix `_2` dropped)."""
+    import re
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(onnx_path)
+    gemms = [n for n in model.graph.node
+             if n.op_type == "Gemm" and n.name.startswith("/blocks/blocks.0/")]
+    target = [n for n in gemms if "/fc1" in n.name][-1]
+    weights = {t.name: t for t in model.graph.initializer}
+    planted = numpy_helper.to_array(weights[target.input[1]]) * 1.5
+    model.graph.initializer.append(numpy_helper.from_array(planted, "planted_fc1_weight"))
+    target.input[1] = "planted_fc1_weight"
+    onnx.save(model, fault_path)
+    scopes = target.name.strip("/").split("/")[1:-1]
+    return ".".join(re.sub(r"_\d+$", "", s) for s in scopes)
+
+
+def make_shared_siblings(out):
+    """shared_siblings/: model.pt2, the trace model.pt, the legacy model.onnx and fault.onnx
+    (a fault in a call through a later attribute), inputs.npz."""
+    torch.manual_seed(0)
+    model = SharedSiblings().eval()
+    x = torch.randn(2, 24)
+    folder = os.path.join(out, "shared_siblings")
+    os.makedirs(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(model, (x,))
+        torch.jit.trace(model, (x,)).save(os.path.join(folder, "model.pt"))
+        torch.onnx.export(model, (x,), os.path.join(folder, "model.onnx"), dynamo=False,
+                          opset_version=17, input_names=["x"], output_names=["out"])
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
+    module = plant_in_last_call(os.path.join(folder, "model.onnx"),
+                                os.path.join(folder, "fault.onnx"))
+    outputs, values = record(path, (x,), folder)
+    with torch.no_grad():
+        worst = float((outputs[0] - model(x)).abs().max())
+    return worst, values, module
 
 
 def make_custom_op(out):
@@ -288,6 +375,13 @@ def main():
                          "captured_values": values, **extra})
         print(f"{fixture:24} {values:4} values  |program - reference| {worst:.1e} "
               f"{'ok' if ok else 'DIFFERS'}")
+    worst, values, module = make_shared_siblings(out)
+    status |= 0 if worst <= 1e-5 else 1
+    manifest.append({"name": "shared_siblings", "spec": None, "expected_module": None,
+                     "captured_values": values, "onnx": False, "own_onnx": True,
+                     "fault_onnx": "fault.onnx", "fault_module": module})
+    print(f"{'shared_siblings':24} {values:4} values  |program - eager| {worst:.1e} "
+          f"fault in {module}")
     os.makedirs(os.path.join(out, "cond"))
     torch.manual_seed(0)
     with warnings.catch_warnings():

@@ -159,8 +159,14 @@ def _run_lister(code, path):
     """Runs a listing script in a child (it instantiates many models) that writes JSON to
     path; libraries print to stdout, so the result does not travel that way."""
     tmp = path + ".partial"
-    subprocess.run([sys.executable, "-c", code, tmp], check=True, capture_output=True,
-                   text=True, timeout=3600)
+    # A new machine has no cache folder yet, and the child's own error would name only the
+    # file it could not open.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", code, tmp], capture_output=True, text=True,
+                          timeout=3600)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"listing the registry for {os.path.basename(path)} failed:\n{tail}")
     os.replace(tmp, path)
     return cache.read_json(path)
 

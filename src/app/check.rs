@@ -397,11 +397,14 @@ impl Accumulator {
             inputs,
             signature,
             torch,
-            onnx,
+            mut onnx,
             spilled_bytes,
             args,
         } = captured;
         self.spilled_bytes += spilled_bytes;
+        // A dynamo export names a shared instance's calls by attribute, as torch.export
+        // does; the .pt2's values were read as its first attribute, so the ONNX side is too.
+        onnx.read_scopes_as(&torch.module_aliases);
         if self.pairing.is_none() {
             let t = Instant::now();
             // Under a budget the value checks read one pair back at a time, as comparing does.

@@ -14,6 +14,7 @@ pub mod available_memory;
 pub mod fx_node;
 pub mod location;
 pub mod memory;
+pub mod module_aliases;
 pub mod sniff;
 pub mod store;
 pub mod tensor;
@@ -173,6 +174,10 @@ pub struct Capture {
     /// node of a `.pt2`, and the ONNX nodes the dynamo exporter marked with the node they
     /// came from (`fx_node`). Empty for TorchScript and for other exporters' ONNX.
     pub fx_nodes: BTreeMap<usize, fx_node::FxNode>,
+    /// The module paths a shared instance's later attributes are read as, where the reference
+    /// names calls by the attribute they went through (a `.pt2`); its own values already read
+    /// so, and the ONNX side is read so before pairing. Empty elsewhere.
+    pub module_aliases: module_aliases::ModuleAliases,
 }
 
 impl Capture {

@@ -661,6 +661,7 @@ pub(crate) mod tests {
             uncapturable: vec![],
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         };
         let pair = |i, by| Pair {

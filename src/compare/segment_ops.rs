@@ -82,6 +82,7 @@ mod tests {
             uncapturable: vec![],
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         };
         let fed: HashSet<&str> = HashSet::from(["v1"]);

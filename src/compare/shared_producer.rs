@@ -154,6 +154,7 @@ mod tests {
             uncapturable: vec![],
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         };
         let pairing = Pairing {

@@ -97,6 +97,7 @@ mod tests {
             uncapturable: vec![],
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         };
         let layers = vec![layer(0, "float32"), layer(1, "int64"), layer(2, "int64")];

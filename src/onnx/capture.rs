@@ -336,6 +336,7 @@ impl OnnxRunner {
             uncapturable: described.uncapturable,
             element_inputs: Default::default(),
             fx_nodes,
+            module_aliases: Default::default(),
             control_flow: false,
         })
     }

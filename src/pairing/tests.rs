@@ -107,6 +107,7 @@ impl Builder {
             uncapturable: vec![],
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         }
     }

@@ -235,6 +235,7 @@ mod tests {
             uncapturable: Vec::new(),
             element_inputs: Default::default(),
             fx_nodes: Default::default(),
+            module_aliases: Default::default(),
             control_flow: false,
         }
     }

@@ -373,6 +373,7 @@ impl TorchModel {
             uncapturable,
             element_inputs,
             fx_nodes,
+            module_aliases: self.meta.module_aliases.clone(),
             control_flow: metas.iter().any(|m| !m.block.is_empty()),
         })
     }

@@ -61,6 +61,11 @@ pub struct GraphMeta {
     /// (its `range_constraints`); empty for TorchScript, which has no such record.
     #[serde(skip)]
     pub input_dims: Vec<(String, Vec<crate::torch::exported::DimRule>)>,
+    /// For an exported program: the attribute paths of a shared instance after its first,
+    /// each read as the first (`capture::module_aliases`); empty for TorchScript, which names
+    /// them so itself.
+    #[serde(skip)]
+    pub module_aliases: crate::capture::module_aliases::ModuleAliases,
 }
 
 /// One node of the graph that something is said about, with where it is.

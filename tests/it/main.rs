@@ -39,6 +39,7 @@ mod optimized_models;
 mod precision;
 mod production;
 mod repro;
+mod shared_siblings;
 mod signature;
 mod source_lines;
 mod value_kinds;

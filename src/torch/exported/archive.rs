@@ -34,6 +34,9 @@ pub struct Archive {
     pub tensors: HashMap<String, Tensor>,
     /// libtorch's name of the first floating-point parameter's element type (`Float`).
     pub parameter_dtype: String,
+    /// Each stored tensor's name with where its bytes are (file, offset, sizes, strides): two
+    /// names of one tensor (a module held under two attributes) have the same.
+    pub storage: HashMap<String, String>,
 }
 
 /// Whether the zip at `path` is a PT2 archive: it has an `archive_format` entry at its root
@@ -165,25 +168,26 @@ pub fn read(path: &Path) -> Result<Archive> {
             );
         }
     }
-    let mut tensors = HashMap::new();
+    let mut stored = Stored::default();
     let weights = payloads(
         &mut zip,
         "data/weights/",
         &model_name,
         "weights",
-        &mut tensors,
+        &mut stored,
     )?;
     payloads(
         &mut zip,
         "data/constants/",
         &model_name,
         "constants",
-        &mut tensors,
+        &mut stored,
     )?;
     Ok(Archive {
         model,
-        tensors,
+        tensors: stored.tensors,
         parameter_dtype: weights,
+        storage: stored.storage,
     })
 }
 
@@ -232,6 +236,13 @@ fn model_name(zip: &Zip) -> Result<String> {
     })
 }
 
+/// The tensors read so far and where each one's bytes are, by stored name.
+#[derive(Default)]
+struct Stored {
+    tensors: HashMap<String, Tensor>,
+    storage: HashMap<String, String>,
+}
+
 /// Reads the tensors a payload config describes into `out` (by the name the program stores
 /// them under); returns the element type of the first floating-point parameter.
 fn payloads(
@@ -239,7 +250,7 @@ fn payloads(
     folder: &str,
     model: &str,
     what: &str,
-    out: &mut HashMap<String, Tensor>,
+    out: &mut Stored,
 ) -> Result<String> {
     let config_entry = format!("{folder}{model}_{what}_config.json");
     if !zip.has_under(&config_entry) {
@@ -283,8 +294,13 @@ fn payloads(
                 .unwrap_or_default()
         };
         let offset = tensor_meta.get("storage_offset").and_then(sym_int);
+        let (sizes, strides) = (ints("sizes"), ints("strides"));
+        out.storage.insert(
+            name.clone(),
+            format!("{folder}{path_name}@{offset:?}:{sizes:?}:{strides:?}"),
+        );
         let tensor = files[path_name]
-            .f_as_strided(ints("sizes"), ints("strides"), offset)
+            .f_as_strided(sizes, strides, offset)
             .with_context(|| format!("{what} entry {name}"))?;
         // Each tensor is what ep.module() holds: not a view (torch.export.load wraps the view
         // in an nn.Parameter, which detaches it) and with the archive's requires_grad flag.
@@ -299,7 +315,7 @@ fn payloads(
         if is_param && parameter_dtype.is_empty() && tensor.is_floating_point() {
             parameter_dtype = libtorch_name(kind).to_string();
         }
-        out.insert(name.clone(), tensor);
+        out.tensors.insert(name.clone(), tensor);
     }
     Ok(parameter_dtype)
 }

@@ -5,23 +5,31 @@
 //! `stack_trace`) and producers; the module tree with classes; the outputs' producers; and
 //! the hazards the TorchScript side reports (ops fixed in training mode, CUDA devices).
 
-use super::graph::{name_of, union, Model, Node};
-use super::scope::{hierarchy, module_frames, source_line, stack_frames, top_level};
+use super::aliases;
+use super::graph::{input_spec, name_of, union, InputKind, Model, Node};
+use super::scope::{hierarchy, module_frames, source_line, stack_frames, top_level, Frame};
 use super::translate::{device, names_in, operator, Translation};
 use crate::capture::fx_node::FxNode;
+use crate::capture::module_aliases::ModuleAliases;
 use crate::torch::meta::{GraphMeta, GraphSite, InputMeta, ModuleMeta, ValueMeta};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> GraphMeta {
+/// `storage`: where each stored tensor's bytes are, by name (`Archive::storage`).
+pub fn describe(
+    model: &Model,
+    t: &Translation,
+    parameter_dtype: String,
+    storage: &HashMap<String, String>,
+) -> GraphMeta {
     let nodes = &model.graph_module.graph.nodes;
-    let top = top_level(nodes.iter().map(module_stack));
+    let top = &Scopes::new(model, storage);
     let values = t
         .captured
         .iter()
         .map(|c| match c.node {
             None => input_value(&c.name),
-            Some(k) => node_value(&nodes[k], &c.name, c.inputs.clone(), &top),
+            Some(k) => node_value(&nodes[k], &c.name, c.inputs.clone(), top),
         })
         .collect();
     GraphMeta {
@@ -35,15 +43,16 @@ pub fn describe(model: &Model, t: &Translation, parameter_dtype: String) -> Grap
             })
             .collect(),
         values,
-        modules: modules(nodes, &top),
+        modules: modules(nodes, top),
         outputs: t.outputs.clone(),
         parameter_dtype,
         saved_training: false,
-        training_ops: sites(nodes, &top, training_flag),
-        cuda_ops: sites(nodes, &top, cuda_device),
+        training_ops: sites(nodes, top, training_flag),
+        cuda_ops: sites(nodes, top, cuda_device),
         state_writes: Vec::new(),
         exported: true,
         input_dims: Vec::new(),
+        module_aliases: top.aliases.clone(),
     }
 }
 
@@ -64,14 +73,14 @@ fn input_value(name: &str) -> ValueMeta {
     }
 }
 
-fn node_value(node: &Node, name: &str, inputs: Vec<usize>, top: &HashSet<String>) -> ValueMeta {
+fn node_value(node: &Node, name: &str, inputs: Vec<usize>, top: &Scopes) -> ValueMeta {
     let (op, _) = operator(&node.target).unwrap_or_default();
     let meta = |key: &str| node.metadata.get(key).map(String::as_str).unwrap_or("");
     let stack = stack_frames(meta("stack_trace"));
     ValueMeta {
         name: name.to_string(),
         op,
-        hierarchy: hierarchy(&module_frames(module_stack(node), top)),
+        hierarchy: hierarchy(&top.frames(node)),
         type_paths: Vec::new(),
         source: source_line(&stack),
         stack,
@@ -104,11 +113,56 @@ fn module_stack(node: &Node) -> &str {
         .map_or("", String::as_str)
 }
 
+/// How the program's module stacks read as module paths: full paths (`scope::module_frames`)
+/// with a shared instance's later attributes named as its first (`aliases`).
+struct Scopes {
+    top: HashSet<String>,
+    aliases: ModuleAliases,
+}
+
+impl Scopes {
+    fn new(model: &Model, storage: &HashMap<String, String>) -> Scopes {
+        let nodes = &model.graph_module.graph.nodes;
+        let top = top_level(nodes.iter().map(module_stack));
+        let mut classes: HashMap<String, String> = HashMap::new();
+        for node in nodes {
+            for Frame { path, class } in module_frames(module_stack(node), &top) {
+                classes.entry(path).or_insert(class);
+            }
+        }
+        let specs = &model.graph_module.signature.input_specs;
+        let stored: Vec<(String, &String)> = (specs.iter())
+            .filter_map(|spec| match input_spec(spec).1 {
+                InputKind::Stored(name) => storage.get(&name).map(|key| (name, key)),
+                _ => None,
+            })
+            .collect();
+        let aliases = aliases::from_state(
+            stored
+                .iter()
+                .map(|(name, key)| (name.as_str(), key.as_str())),
+            |path| classes.get(path).map(String::as_str),
+        );
+        Scopes { top, aliases }
+    }
+
+    /// The node's module frames, outermost first, each path as TorchScript names it.
+    fn frames(&self, node: &Node) -> Vec<Frame> {
+        let mut frames = module_frames(module_stack(node), &self.top);
+        if !self.aliases.is_empty() {
+            for frame in &mut frames {
+                frame.path = self.aliases.canonical(&frame.path);
+            }
+        }
+        frames
+    }
+}
+
 /// Every module some node was computed in, root first, with its class.
-fn modules(nodes: &[Node], top: &HashSet<String>) -> Vec<ModuleMeta> {
+fn modules(nodes: &[Node], top: &Scopes) -> Vec<ModuleMeta> {
     let mut out: Vec<ModuleMeta> = Vec::new();
     for node in nodes {
-        for frame in module_frames(module_stack(node), top) {
+        for frame in top.frames(node) {
             if !out.iter().any(|m| m.path == frame.path) {
                 out.push(ModuleMeta {
                     path: frame.path,
@@ -125,11 +179,7 @@ fn modules(nodes: &[Node], top: &HashSet<String>) -> Vec<ModuleMeta> {
 }
 
 /// The nodes `flag` says something about, as sites with their module and source line.
-fn sites(
-    nodes: &[Node],
-    top: &HashSet<String>,
-    flag: impl Fn(&Node) -> Option<String>,
-) -> Vec<GraphSite> {
+fn sites(nodes: &[Node], top: &Scopes, flag: impl Fn(&Node) -> Option<String>) -> Vec<GraphSite> {
     nodes
         .iter()
         .filter_map(|node| {

@@ -8,6 +8,7 @@
 //! pick overloads again by argument types. Calling the same overloads through the dispatcher
 //! is what `ep.module()(*args)` does in Python, so the kernels and the values are the same.
 
+mod aliases;
 mod archive;
 mod describe;
 mod graph;
@@ -53,6 +54,7 @@ pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
         mut model,
         mut tensors,
         parameter_dtype,
+        storage,
     } = archive::read(path)?;
     inline::wrappers(&mut model.graph_module)?;
     let translation = translate::translate(&model)?;
@@ -66,7 +68,7 @@ pub fn load(path: &Path) -> Result<(ModulePlan, GraphMeta)> {
         })
         .collect::<Result<Vec<_>>>()?;
     let plan = ModulePlan::load_program(&translation.text, &constants)?;
-    let mut meta = describe::describe(&model, &translation, parameter_dtype);
+    let mut meta = describe::describe(&model, &translation, parameter_dtype, &storage);
     meta.input_dims = ranges::input_rules(&model, &translation.inputs);
     Ok((plan, meta))
 }
