@@ -25,9 +25,10 @@ it pairs with that zoo fixture's ONNX. dynamic/ is a program with a dynamic batc
 axis dynamic) and inputs.npz: the range constraints align-check checks inputs against. encoder_block/ is a program of ops the zoo lacks, with its own
 inputs.npz and values but no ONNX pair; wrapped/ likewise, a program whose disabled autocast
 region and no_grad block torch.export keeps as higher-order ops wrapping subgraphs. shared_siblings/ is a network holding one module
-under three attributes of a block (CoaT's shape), with its trace model.pt, its legacy-exported
-model.onnx, and fault.onnx whose Gemm in the call through the last attribute has a weight of
-its own (the manifest's fault_module is read from that node's scope). cond/model.pt2 is a program with a torch.cond, which align-check
+under three attributes of a block (CoaT's shape), with its trace model.pt, its legacy and
+dynamo ONNX exports (model.onnx, dynamo.onnx), and a copy of each whose Gemm in the call
+through the last attribute has a weight of its own (fault.onnx, fault_dynamo.onnx; the
+manifest's module for each is read from that node's scope). cond/model.pt2 is a program with a torch.cond, which align-check
 refuses in one line naming the op. The script checks that the program's outputs equal the
 fixture's TorchScript model.pt outputs within 1e-5 (the same weights) and exits 1 otherwise.
 
@@ -233,29 +234,40 @@ def make_wrapped(out):
     return worst, values
 
 
-def plant_in_last_call(onnx_path, fault_path):
-    """fault.onnx: the legacy export with the last call's first Gemm of the first block given
-    a weight of its own, scaled by 1.5; returns the module the fault is in, read from that
-    node's scope (`/blocks/blocks.0/mlp2/fc1_2/Gemm`: the legacy call suffix `_2` dropped)."""
+def plant_in_last_call(model, onnx_path, fault_path):
+    """A copy of the ONNX export at fault_path whose last Gemm of the first block's fc1 calls
+    (the call through the last attribute) has a weight of its own, scaled by 1.5. Returns the
+    module the fault is in: the node's module path (the legacy exporter's scope without its
+    call suffixes, `/blocks/blocks.0/mlp2/fc1_2/Gemm`; the dynamo exporter's name_scopes,
+    `blocks.0.mlp4.fc1`) read as the eager module it names, by that module's first name
+    (`named_modules()`, which is the parent's first attribute: `blocks.0.mlp2.fc1`)."""
     import re
     import onnx
     from onnx import numpy_helper
-    model = onnx.load(onnx_path)
-    gemms = [n for n in model.graph.node
-             if n.op_type == "Gemm" and n.name.startswith("/blocks/blocks.0/")]
-    target = [n for n in gemms if "/fc1" in n.name][-1]
-    weights = {t.name: t for t in model.graph.initializer}
+    graph = onnx.load(onnx_path)
+
+    def module_path(node):
+        scopes = {p.key: p.value for p in node.metadata_props}.get("pkg.torch.onnx.name_scopes")
+        if scopes:  # the dynamo exporter: the innermost module, then the node itself
+            return eval(scopes)[-2]
+        return ".".join(re.sub(r"_\d+$", "", s) for s in node.name.strip("/").split("/")[1:-1])
+
+    gemms = [n for n in graph.graph.node if n.op_type == "Gemm"
+             and module_path(n).startswith("blocks.0.") and module_path(n).endswith(".fc1")]
+    target = gemms[-1]
+    weights = {t.name: t for t in graph.graph.initializer}
     planted = numpy_helper.to_array(weights[target.input[1]]) * 1.5
-    model.graph.initializer.append(numpy_helper.from_array(planted, "planted_fc1_weight"))
+    graph.graph.initializer.append(numpy_helper.from_array(planted, "planted_fc1_weight"))
     target.input[1] = "planted_fc1_weight"
-    onnx.save(model, fault_path)
-    scopes = target.name.strip("/").split("/")[1:-1]
-    return ".".join(re.sub(r"_\d+$", "", s) for s in scopes)
+    onnx.save(graph, fault_path)
+    first_names = {id(m): name for name, m in model.named_modules()}
+    return first_names[id(model.get_submodule(module_path(target)))]
 
 
 def make_shared_siblings(out):
-    """shared_siblings/: model.pt2, the trace model.pt, the legacy model.onnx and fault.onnx
-    (a fault in a call through a later attribute), inputs.npz."""
+    """shared_siblings/: model.pt2, the trace model.pt, the legacy model.onnx and the dynamo
+    export dynamo.onnx, each also with a fault in a call through a later attribute
+    (fault.onnx, fault_dynamo.onnx), inputs.npz. Returns the faults with their modules."""
     torch.manual_seed(0)
     model = SharedSiblings().eval()
     x = torch.randn(2, 24)
@@ -267,15 +279,21 @@ def make_shared_siblings(out):
         torch.jit.trace(model, (x,)).save(os.path.join(folder, "model.pt"))
         torch.onnx.export(model, (x,), os.path.join(folder, "model.onnx"), dynamo=False,
                           opset_version=17, input_names=["x"], output_names=["out"])
+        torch.onnx.export(model, (x,), os.path.join(folder, "dynamo.onnx"), dynamo=True,
+                          input_names=["x"], output_names=["out"], verbose=False,
+                          external_data=False)
     path = os.path.join(folder, "model.pt2")
     torch.export.save(program, path)
     np.savez(os.path.join(folder, "inputs.npz"), x=x.numpy())
-    module = plant_in_last_call(os.path.join(folder, "model.onnx"),
-                                os.path.join(folder, "fault.onnx"))
+    faults = []
+    for clean, fault in [("model.onnx", "fault.onnx"), ("dynamo.onnx", "fault_dynamo.onnx")]:
+        module = plant_in_last_call(model, os.path.join(folder, clean),
+                                    os.path.join(folder, fault))
+        faults.append({"onnx": fault, "clean_onnx": clean, "module": module})
     outputs, values = record(path, (x,), folder)
     with torch.no_grad():
         worst = float((outputs[0] - model(x)).abs().max())
-    return worst, values, module
+    return worst, values, faults
 
 
 def make_custom_op(out):
@@ -375,13 +393,13 @@ def main():
                          "captured_values": values, **extra})
         print(f"{fixture:24} {values:4} values  |program - reference| {worst:.1e} "
               f"{'ok' if ok else 'DIFFERS'}")
-    worst, values, module = make_shared_siblings(out)
+    worst, values, faults = make_shared_siblings(out)
     status |= 0 if worst <= 1e-5 else 1
     manifest.append({"name": "shared_siblings", "spec": None, "expected_module": None,
                      "captured_values": values, "onnx": False, "own_onnx": True,
-                     "fault_onnx": "fault.onnx", "fault_module": module})
+                     "faults": faults})
     print(f"{'shared_siblings':24} {values:4} values  |program - eager| {worst:.1e} "
-          f"fault in {module}")
+          f"faults in {', '.join(f['module'] for f in faults)}")
     os.makedirs(os.path.join(out, "cond"))
     torch.manual_seed(0)
     with warnings.catch_warnings():

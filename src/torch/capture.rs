@@ -92,10 +92,20 @@ impl TorchModel {
         Ok((plan, meta))
     }
 
-    fn with_meta(path: &Path, plan: ModulePlan, meta: GraphMeta) -> Result<TorchModel> {
+    fn with_meta(path: &Path, plan: ModulePlan, mut meta: GraphMeta) -> Result<TorchModel> {
         let context = || format!("model {}", path.display());
         if let Some(why) = hazards::needs_cuda(&meta) {
             return Err(anyhow!(why)).with_context(context);
+        }
+        if !meta.exported {
+            // TorchScript names a shared instance's calls by its first attribute itself; a
+            // dynamo export names them by the attribute read, and is read through these.
+            let classes: std::collections::HashMap<&str, &str> = (meta.modules.iter())
+                .map(|m| (m.path.as_str(), m.class.as_str()))
+                .collect();
+            let state = meta.state.iter().map(|(n, p)| (n.as_str(), p.as_str()));
+            meta.module_aliases =
+                super::shared_attributes::from_state(state, |path| classes.get(path).copied());
         }
         let tree = ModuleTree::new(&meta.modules);
         // Values of one module call share their frames: resolve each distinct stack once.

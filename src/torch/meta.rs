@@ -61,9 +61,13 @@ pub struct GraphMeta {
     /// (its `range_constraints`); empty for TorchScript, which has no such record.
     #[serde(skip)]
     pub input_dims: Vec<(String, Vec<crate::torch::exported::DimRule>)>,
-    /// For an exported program: the attribute paths of a shared instance after its first,
-    /// each read as the first (`capture::module_aliases`); empty for TorchScript, which names
-    /// them so itself.
+    /// TorchScript: every parameter and buffer by full name in registration order, with
+    /// where its data is (equal for two names of one tensor). Empty for an exported program,
+    /// whose reader finds the same in the archive.
+    #[serde(default)]
+    pub state: Vec<(String, String)>,
+    /// The attribute paths of a shared instance after its first, each read as the first
+    /// (`capture::module_aliases`, found by `torch::shared_attributes`).
     #[serde(skip)]
     pub module_aliases: crate::capture::module_aliases::ModuleAliases,
 }

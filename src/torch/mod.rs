@@ -10,6 +10,7 @@ mod exported;
 mod ffi;
 mod hazards;
 pub mod meta;
+mod shared_attributes;
 
 pub use archive::format_version;
 pub use args::EncodedArgs;

@@ -704,6 +704,27 @@ void write_modules(const torch::jit::Module& root, std::ostringstream& meta) {
   }
 }
 
+// Every parameter and buffer by its full name, in registration order, with where its data
+// is: two names of one tensor (a module held under two attributes, `self.b = self.a`) have
+// the same place, which is how Rust tells such attributes apart from look-alike modules.
+void write_state(const torch::jit::Module& root, std::ostringstream& meta) {
+  bool first = true;
+  auto write = [&](const std::string& name, const at::Tensor& t) {
+    if (!first) meta << ',';
+    first = false;
+    std::ostringstream place;
+    place << (t.has_storage() ? t.storage().data() : nullptr) << '@' << t.storage_offset()
+          << ':' << t.sizes() << ':' << t.strides();
+    meta << '[';
+    json_escape(meta, name);
+    meta << ',';
+    json_escape(meta, place.str());
+    meta << ']';
+  };
+  for (const auto& p : root.named_parameters()) write(p.name, p.value);
+  for (const auto& b : root.named_buffers()) write(b.name, b.value);
+}
+
 // The argument that switches an op into training behaviour, for the ops a model traced
 // without `model.eval()` records with it set: batch_norm's `training` (batch statistics),
 // dropout's `train` (random zeroing).
@@ -947,6 +968,8 @@ Plan* build_plan(const std::string& path) {
   json_escape(meta, parameter_dtype(plan->module));
   meta << ',' << hazards << ",\"modules\":[";
   write_modules(plan->module, meta);
+  meta << "],\"state\":[";
+  write_state(plan->module, meta);
   meta << "],\"outputs\":[";
   write_outputs(*graph, ids, meta);
   meta << "],\"state_writes\":[";

@@ -1,9 +1,10 @@
 //! One module held under three attributes of a block (timm's CoaT: `self.mlp2 = self.mlp3 =
 //! self.mlp4 = Mlp(...)`), on tests/fixtures/pt2/shared_siblings/ (written by
-//! scripts/make_pt2_fixtures.py): torch.export names the calls `mlp2`, `mlp3`, `mlp4`, the
-//! trace and the legacy exporter `mlp2` each time (`mlp2/fc1_1`). The `.pt2` must pair as
-//! the trace does, and a fault planted in the call through the last attribute (its module
-//! read from the mutated node's scope) must be found in that module with either reference.
+//! scripts/make_pt2_fixtures.py): torch.export and the dynamo exporter name the calls `mlp2`,
+//! `mlp3`, `mlp4`, the trace and the legacy exporter `mlp2` each time (`mlp2/fc1_1`). Every
+//! reference against every export must pair every layer, and a fault planted in the call
+//! through the last attribute (its module read from the mutated node's scope) must be found
+//! in that module.
 
 use crate::common::{binary, fixture};
 use serde_json::Value;
@@ -50,43 +51,53 @@ fn modules(report: &Value) -> Vec<String> {
         .collect()
 }
 
+const REFERENCES: [&str; 2] = ["model.pt", "model.pt2"];
+
 #[test]
 fn calls_through_later_attributes_pair_as_the_trace_pairs_them() {
-    let (ts_code, ts, ts_text) = check("model.pt", "model.onnx");
-    let (code, pt2, text) = check("model.pt2", "model.onnx");
-    assert_eq!(ts_code, 0, "{ts_text}");
-    assert_eq!(code, 0, "{text}");
-    assert_eq!(pt2["coverage"]["torch_ratio"], 1.0, "{text}");
-    assert_eq!(
-        pt2["coverage"]["torch_layers_paired"],
-        ts["coverage"]["torch_layers_paired"]
-    );
-    // Named as the trace names them: the same module for every layer, in order.
-    assert_eq!(modules(&pt2), modules(&ts), "{text}");
-    assert!(modules(&pt2)
-        .iter()
-        .all(|m| !m.contains("mlp3") && !m.contains("mlp4")));
-    // Each of the three calls was compared in each block.
-    let fc1_calls = modules(&pt2)
-        .iter()
-        .filter(|m| m.ends_with("mlp2.fc1"))
-        .count();
-    assert_eq!(fc1_calls, 6, "{text}");
+    let (_, legacy_trace, _) = check("model.pt", "model.onnx");
+    for onnx in ["model.onnx", "dynamo.onnx"] {
+        for reference in REFERENCES {
+            let (code, report, text) = check(reference, onnx);
+            assert_eq!(code, 0, "{reference} {onnx}: {text}");
+            let coverage = &report["coverage"];
+            assert_eq!(coverage["torch_ratio"], 1.0, "{reference} {onnx}: {text}");
+            assert_eq!(coverage["onnx_ratio"], 1.0, "{reference} {onnx}: {text}");
+            // Named as the trace names them against the legacy export: the same module for
+            // every layer, in order.
+            if onnx == "model.onnx" {
+                assert_eq!(
+                    modules(&report),
+                    modules(&legacy_trace),
+                    "{reference}: {text}"
+                );
+            }
+            let names = modules(&report);
+            assert!(names
+                .iter()
+                .all(|m| !m.contains("mlp3") && !m.contains("mlp4")));
+            // Each of the three calls was compared in each block.
+            let fc1_calls = names.iter().filter(|m| m.ends_with("mlp2.fc1")).count();
+            assert_eq!(fc1_calls, 6, "{reference} {onnx}: {text}");
+        }
+    }
 }
 
 #[test]
 fn a_fault_in_the_last_attributes_call_is_found_in_its_module() {
-    let expected = manifest_entry()["fault_module"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for reference in ["model.pt", "model.pt2"] {
-        let (code, report, text) = check(reference, "fault.onnx");
-        assert_eq!(code, 1, "{reference}: {text}");
-        assert_eq!(
-            report["first_divergence"]["module"].as_str(),
-            Some(expected.as_str()),
-            "{reference}: {text}"
-        );
+    let faults = manifest_entry()["faults"].as_array().unwrap().clone();
+    assert_eq!(faults.len(), 2, "a legacy and a dynamo fault");
+    for fault in &faults {
+        let onnx = fault["onnx"].as_str().unwrap();
+        let expected = fault["module"].as_str().unwrap();
+        for reference in REFERENCES {
+            let (code, report, text) = check(reference, onnx);
+            assert_eq!(code, 1, "{reference} {onnx}: {text}");
+            assert_eq!(
+                report["first_divergence"]["module"].as_str(),
+                Some(expected),
+                "{reference} {onnx}: {text}"
+            );
+        }
     }
 }

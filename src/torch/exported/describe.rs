@@ -5,13 +5,13 @@
 //! `stack_trace`) and producers; the module tree with classes; the outputs' producers; and
 //! the hazards the TorchScript side reports (ops fixed in training mode, CUDA devices).
 
-use super::aliases;
 use super::graph::{input_spec, name_of, union, InputKind, Model, Node};
 use super::scope::{hierarchy, module_frames, source_line, stack_frames, top_level, Frame};
 use super::translate::{device, names_in, operator, Translation};
 use crate::capture::fx_node::FxNode;
 use crate::capture::module_aliases::ModuleAliases;
 use crate::torch::meta::{GraphMeta, GraphSite, InputMeta, ModuleMeta, ValueMeta};
+use crate::torch::shared_attributes;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -52,6 +52,7 @@ pub fn describe(
         state_writes: Vec::new(),
         exported: true,
         input_dims: Vec::new(),
+        state: Vec::new(),
         module_aliases: top.aliases.clone(),
     }
 }
@@ -137,7 +138,7 @@ impl Scopes {
                 _ => None,
             })
             .collect();
-        let aliases = aliases::from_state(
+        let aliases = shared_attributes::from_state(
             stored
                 .iter()
                 .map(|(name, key)| (name.as_str(), key.as_str())),

@@ -8,7 +8,6 @@
 //! pick overloads again by argument types. Calling the same overloads through the dispatcher
 //! is what `ep.module()(*args)` does in Python, so the kernels and the values are the same.
 
-mod aliases;
 mod archive;
 mod describe;
 mod graph;

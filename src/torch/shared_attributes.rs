@@ -9,15 +9,18 @@
 //! of a legacy ONNX export, went unpaired, and a fault inside them was found only at the
 //! parent.
 //!
-//! The archive says which attributes are one instance: it lists each attribute's state
-//! (`mlp3.fc1.weight` beside `mlp2.fc1.weight`) and stores a shared tensor once (one file,
-//! offset and layout). Two children of one parent whose whole state, relative names and
-//! storage alike, is the same and not empty, and whose calls are of one class, are one
-//! instance (a tied weight alone does not make an LM head its embedding), and the later is
-//! named as the earlier, in the order the program's signature lists the state (the order the parent
-//! registered them). A module without state cannot be told from a twin this way and keeps
-//! its attribute's name; so does an instance shared across parents (CoaT's `cpe1` handed to
-//! each serial block as `cpe`), whose calls TorchScript names by the attribute read too.
+//! Both archives say which attributes are one instance: they list each attribute's state
+//! (`mlp3.fc1.weight` beside `mlp2.fc1.weight`) and store a shared tensor once (one file,
+//! offset and layout in a `.pt2`; one storage in TorchScript, whose shim reports where each
+//! tensor's data is). Two children of one parent whose whole state, relative names and storage
+//! alike, is the same and not empty, and that are of one class, are one instance (a tied
+//! weight alone does not make an LM head its embedding); the later is named as the earlier,
+//! in the order the state is listed (the order the parent registered them). The `.pt2` reader
+//! names its values so; for TorchScript, which names them so itself, the aliases serve to read
+//! a dynamo export's scopes (`capture::module_aliases`). A module without state cannot be told
+//! from a twin this way and keeps its attribute's name; so does an instance shared across
+//! parents (CoaT's `cpe1` handed to each serial block as `cpe`), whose calls TorchScript names
+//! by the attribute read too.
 
 use crate::capture::module_aliases::ModuleAliases;
 use std::collections::{BTreeMap, HashMap};
