@@ -241,6 +241,7 @@ def plant_in_last_call(model, onnx_path, fault_path):
     call suffixes, `/blocks/blocks.0/mlp2/fc1_2/Gemm`; the dynamo exporter's name_scopes,
     `blocks.0.mlp4.fc1`) read as the eager module it names, by that module's first name
     (`named_modules()`, which is the parent's first attribute: `blocks.0.mlp2.fc1`)."""
+    import ast
     import re
     import onnx
     from onnx import numpy_helper
@@ -249,7 +250,7 @@ def plant_in_last_call(model, onnx_path, fault_path):
     def module_path(node):
         scopes = {p.key: p.value for p in node.metadata_props}.get("pkg.torch.onnx.name_scopes")
         if scopes:  # the dynamo exporter: the innermost module, then the node itself
-            return eval(scopes)[-2]
+            return ast.literal_eval(scopes)[-2]
         return ".".join(re.sub(r"_\d+$", "", s) for s in node.name.strip("/").split("/")[1:-1])
 
     gemms = [n for n in graph.graph.node if n.op_type == "Gemm"

@@ -174,9 +174,10 @@ pub struct Capture {
     /// node of a `.pt2`, and the ONNX nodes the dynamo exporter marked with the node they
     /// came from (`fx_node`). Empty for TorchScript and for other exporters' ONNX.
     pub fx_nodes: BTreeMap<usize, fx_node::FxNode>,
-    /// The module paths a shared instance's later attributes are read as, where the reference
-    /// names calls by the attribute they went through (a `.pt2`); its own values already read
-    /// so, and the ONNX side is read so before pairing. Empty elsewhere.
+    /// Reference side: the module paths a shared instance's later attributes are read as
+    /// (`module_aliases`). Its own values already read so (TorchScript names them so itself,
+    /// the `.pt2` reader rewrites them); the ONNX side is read so before pairing. Empty on
+    /// the ONNX side and where no instance is shared.
     pub module_aliases: module_aliases::ModuleAliases,
 }
 

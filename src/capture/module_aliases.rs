@@ -1,10 +1,10 @@
 //! Module paths a shared instance's later attributes are read as: a module registered under
 //! several attributes of one parent (`self.mlp2 = self.mlp3 = Mlp(...)`) is named by its
 //! first attribute (`blocks.0.mlp2`), as TorchScript and the legacy exporter name every call
-//! of it. The `.pt2` reader finds these (`torch::exported::aliases`) and names its own values
-//! that way; an ONNX export from the same program (the dynamo exporter writes the attribute
-//! each call went through) is read the same way before pairing, so both sides name one
-//! module alike.
+//! of it. Both references find these (`torch::shared_attributes`); the `.pt2` reader names
+//! its own values that way, and an ONNX export (the dynamo exporter writes the attribute each
+//! call went through) is read the same way before pairing, so both sides name one module
+//! alike.
 
 use super::Capture;
 use std::collections::HashMap;
